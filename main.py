@@ -1,0 +1,198 @@
+"""Command line: plan RL-for-LLM training steps on GPU clusters.
+
+Subcommands: check, baseline, simulate, solve. Bad input prints one line
+naming the problem and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+
+from rpeg.baselines import concurrent_plan, greedy_plan
+from rpeg.context import Problem
+from rpeg.cost import parameter_count
+from rpeg.errors import InputError
+from rpeg.gantt import write_gantt
+from rpeg.outputs import OutputBundle, write_json
+from rpeg.plan import plan_to_json, read_plan
+from rpeg.simulator import Trace
+
+EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT, EXIT_NO_PLAN = 0, 1, 2, 3
+
+
+def _gb(value: float) -> str:
+    return f"{value / 1e9:.2f} GB"
+
+
+def _load(path: str) -> Problem:
+    problem = Problem.load(path)
+    for warning in problem.instance.warnings:
+        print(warning, file=sys.stderr)
+    return problem
+
+
+def _report_unplaceable(problem: Problem) -> bool:
+    missing = problem.unplaceable()
+    for name, shortfall in missing:
+        capacity = problem.directory.capacity
+        print(
+            f"INFEASIBLE: {name} fits on no block: its leanest strategy needs "
+            f"{_gb(capacity + shortfall)} per GPU, {_gb(shortfall)} more than the usable "
+            f"{_gb(capacity)}"
+        )
+    return bool(missing)
+
+
+def command_check(args: argparse.Namespace) -> int:
+    """Print what the instance implies: sizes, fastest candidates, bounds."""
+    problem = _load(args.instance)
+    instance, directory = problem.instance, problem.directory
+    hardware, cluster = instance.hardware, directory.cluster
+    print(f"instance     {instance.name}: {instance.algorithm}, k_eval {instance.k_eval}")
+    print(
+        f"cluster      {hardware.racks} x {hardware.nodes_per_rack} x {hardware.gpus_per_node}"
+        f" = {hardware.num_gpus} GPUs, {_gb(hardware.usable_memory)} usable each"
+    )
+    print("models")
+    for model, spec in instance.models.items():
+        params = parameter_count(spec, model)
+        shape = f"{spec.layers} layers, d {spec.hidden_dim}"
+        print(f"  {model:<10} {params / 1e9:8.3f} B parameters ({shape})")
+    print(
+        f"plan space   {len(cluster.blocks)} blocks, {len(cluster.shapes)} shapes, "
+        f"{directory.size} candidates, "
+        f"{directory.assignment_count()} (vertex, block, strategy) assignments"
+    )
+    print("fastest candidate per vertex")
+    for index, vertex in enumerate(directory.template.vertices):
+        candidate = directory.fastest(index)
+        if candidate is None:
+            print(f"  {vertex.name:<16} none fits in memory")
+            continue
+        size = candidate.shape[0] * candidate.shape[1] * candidate.shape[2]
+        print(
+            f"  {vertex.name:<16} {candidate.time:10.4f} s on {size:>4} GPUs "
+            f"{candidate.strategy.label():<24} {_gb(candidate.memory)} per GPU"
+        )
+    if _report_unplaceable(problem):
+        return EXIT_INFEASIBLE
+    bounds = problem.bounds
+    print("lower bounds on the makespan (step time = makespan / k_eval)")
+    for label, value in (("compute", bounds.compute), ("critical path", bounds.critical_path)):
+        print(f"  {label:<14} {value:10.4f} s  (step {value / instance.k_eval:.4f} s)")
+    return EXIT_OK
+
+
+def print_trace_summary(trace: Trace, problem: Problem) -> None:
+    """Print the simulated figures of a plan."""
+    print(f"makespan     {trace.makespan:.4f} s over {trace.k_eval} steps")
+    print(f"step time    {trace.step_time:.4f} s")
+    print(f"samples/s    {trace.samples_per_s:.3f}")
+    print(f"tokens/s     {trace.generated_tokens_per_s:.1f} generated")
+    peak = max(trace.peak_memory_bytes)
+    print(f"memory       peak {_gb(peak)} of {_gb(trace.capacity_bytes)} per GPU")
+    if not trace.feasible:
+        worst = max(range(len(trace.peak_memory_bytes)), key=lambda g: trace.peak_memory_bytes[g])
+        print(f"INFEASIBLE: GPU {worst} overflows memory by {_gb(trace.violation_bytes)}")
+
+
+def _write_plan_outputs(
+    out: str,
+    problem: Problem,
+    plan_document: dict,
+    trace: Trace,
+    extra: dict[str, Callable[[str], None]] | None = None,
+) -> list[str]:
+    with OutputBundle(out) as bundle:
+        bundle.write_json("plan.json", plan_document)
+        bundle.write_json("trace.json", trace.to_json())
+        bundle.write_with(
+            "gantt.png",
+            lambda path: write_gantt(
+                trace, problem.instance.hardware.num_gpus, path, problem.instance.name
+            ),
+        )
+        for name, writer in (extra or {}).items():
+            bundle.write_with(name, writer)
+        return bundle.commit()
+
+
+def command_baseline(args: argparse.Namespace) -> int:
+    """Build a baseline plan, simulate it and write plan, trace and Gantt chart."""
+    problem = _load(args.instance)
+    if _report_unplaceable(problem):
+        return EXIT_INFEASIBLE
+    build = greedy_plan if args.kind == "greedy" else concurrent_plan
+    plan = build(problem.directory, problem.simulator)
+    if plan is None:
+        print(f"no plan: the {args.kind} baseline found no memory-feasible plan")
+        return EXIT_NO_PLAN
+    trace = problem.simulator.simulate(plan)
+    print(f"{args.kind} baseline for {problem.instance.name}")
+    print_trace_summary(trace, problem)
+    written = _write_plan_outputs(args.out, problem, plan_to_json(plan, problem.directory), trace)
+    print("wrote " + ", ".join(written))
+    return EXIT_OK
+
+
+def command_simulate(args: argparse.Namespace) -> int:
+    """Simulate a plan file."""
+    problem = _load(args.instance)
+    plan = read_plan(args.plan, problem.directory)
+    trace = problem.simulator.simulate(plan)
+    print_trace_summary(trace, problem)
+    if args.trace:
+        write_json(args.trace, trace.to_json())
+        print(f"wrote {args.trace}")
+    if args.gantt:
+        folder = os.path.dirname(os.path.abspath(args.gantt))
+        os.makedirs(folder, exist_ok=True)
+        temporary = os.path.join(folder, f".tmp-{os.path.basename(args.gantt)}")
+        write_gantt(trace, problem.instance.hardware.num_gpus, temporary, problem.instance.name)
+        os.replace(temporary, args.gantt)
+        print(f"wrote {args.gantt}")
+    return EXIT_OK if trace.feasible else EXIT_INFEASIBLE
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="python main.py", description="Plan RL-for-LLM training steps on GPU clusters."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    check = commands.add_parser("check", help="validate an instance and print its sizes and bounds")
+    check.add_argument("instance")
+    check.set_defaults(handler=command_check)
+    baseline = commands.add_parser("baseline", help="build and simulate a baseline plan")
+    baseline.add_argument("instance")
+    baseline.add_argument("--kind", choices=("greedy", "concurrent"), default="greedy")
+    baseline.add_argument("--out", required=True, help="output folder")
+    baseline.set_defaults(handler=command_baseline)
+    simulate = commands.add_parser("simulate", help="simulate a plan file")
+    simulate.add_argument("instance")
+    simulate.add_argument("plan")
+    simulate.add_argument("--trace", help="write the trace JSON here")
+    simulate.add_argument("--gantt", help="write a Gantt chart PNG here")
+    simulate.set_defaults(handler=command_simulate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

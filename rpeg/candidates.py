@@ -1,0 +1,206 @@
+"""The candidate directory: time and memory per (vertex, block shape, strategy).
+
+Time and memory depend on a block's shape only, never on its position, so
+they are computed once per (vertex, shape, strategy) and cached here. Every
+consumer — simulator, baselines, local search, exact formulations — reads its
+coefficients from this one directory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rpeg.blocks import Cluster
+from rpeg.cost import CostModel, Footprint, Strategy
+from rpeg.instance import Instance
+from rpeg.templates import Template, Vertex, build_template
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One (vertex, block shape, strategy) with its exact time and per-GPU memory."""
+
+    vertex: int
+    shape: tuple[int, int, int]
+    strategy: Strategy
+    time: float
+    resident: float
+    transient: float
+
+    @property
+    def memory(self) -> float:
+        """Per-GPU bytes when the vertex runs alone on its block."""
+        return self.resident + self.transient
+
+
+def _powers_of_two_dividing(value: int) -> list[int]:
+    result, power = [], 1
+    while value % power == 0 and power <= value:
+        result.append(power)
+        power *= 2
+    return result
+
+
+def strategy_problem(
+    instance: Instance, vertex: Vertex, shape: tuple[int, int, int], strategy: Strategy
+) -> str | None:
+    """Why ``strategy`` is outside the plan space of ``vertex`` on ``shape`` (None if inside)."""
+    spec = instance.models[vertex.model]
+    size = shape[0] * shape[1] * shape[2]
+    dp, pp, tp, mb = strategy.dp, strategy.pp, strategy.tp, strategy.microbatches
+    if min(dp, pp, tp, mb) < 1:
+        return "dp, pp, tp and microbatches must be positive"
+    if dp * pp * tp != size:
+        return f"dp*pp*tp = {dp * pp * tp} differs from the block's {size} GPUs"
+    if tp & (tp - 1) or shape[2] % tp:
+        return f"tp {tp} must be a power of two dividing the block's node width {shape[2]}"
+    if spec.heads % tp:
+        return f"tp {tp} does not divide the {spec.heads} attention heads of the {vertex.model}"
+    if pp > spec.layers:
+        return f"pp {pp} exceeds the {spec.layers} layers of the {vertex.model}"
+    replica = -(-instance.workload.sequences // dp)
+    if mb > replica:
+        return f"microbatches {mb} exceed the {replica} sequences per replica"
+    if dp > instance.workload.sequences:
+        return f"dp {dp} exceeds the {instance.workload.sequences} sequences of a step"
+    return None
+
+
+def enumerate_strategies(
+    instance: Instance, vertex: Vertex, shape: tuple[int, int, int]
+) -> list[Strategy]:
+    """Every strategy of the plan space for ``vertex`` on a block of ``shape``."""
+    size = shape[0] * shape[1] * shape[2]
+    strategies = []
+    for tp in _powers_of_two_dividing(shape[2]):
+        if size % tp:
+            continue
+        rest = size // tp
+        for pp in range(1, rest + 1):
+            if rest % pp:
+                continue
+            dp = rest // pp
+            for mb in instance.placement.microbatches:
+                strategy = Strategy(dp, pp, tp, mb)
+                if strategy_problem(instance, vertex, shape, strategy) is None:
+                    strategies.append(strategy)
+    return strategies
+
+
+class CandidateDirectory:
+    """All candidates of an instance, built once.
+
+    Attributes
+    ----------
+    options
+        ``options[v][shape]``: the candidates of vertex ``v`` on a block of
+        ``shape`` that fit in memory on their own and are not dominated,
+        fastest first. A candidate is dominated when another with the same
+        (tp, pp) on the same shape is no slower and needs no more resident
+        and transient memory: replacing it never lengthens a schedule nor
+        raises a GPU's peak, so the optimum over the plan space is unchanged.
+    """
+
+    def __init__(self, instance: Instance, cluster: Cluster | None = None) -> None:
+        self.instance = instance
+        self.template: Template = build_template(instance.algorithm)
+        self.cluster = cluster or Cluster(instance.hardware, instance.placement.min_block_gpus)
+        self.cost = CostModel(instance, self.cluster)
+        self.capacity = instance.hardware.usable_memory
+        self._cache: dict[tuple[int, tuple[int, int, int], Strategy], Candidate] = {}
+        self.options: list[dict[tuple[int, int, int], tuple[Candidate, ...]]] = []
+        for index, vertex in enumerate(self.template.vertices):
+            per_shape: dict[tuple[int, int, int], tuple[Candidate, ...]] = {}
+            for shape in self.cluster.shapes:
+                feasible = [
+                    candidate
+                    for candidate in (
+                        self.candidate(index, shape, strategy)
+                        for strategy in enumerate_strategies(instance, vertex, shape)
+                    )
+                    if candidate.memory <= self.capacity
+                ]
+                kept = _non_dominated(feasible)
+                if kept:
+                    per_shape[shape] = tuple(sorted(kept, key=_candidate_order))
+            self.options.append(per_shape)
+
+    def candidate(self, vertex: int, shape: tuple[int, int, int], strategy: Strategy) -> Candidate:
+        """The candidate of ``vertex`` with ``strategy`` on ``shape`` (computed on first use)."""
+        key = (vertex, shape, strategy)
+        found = self._cache.get(key)
+        if found is None:
+            template_vertex = self.template.vertices[vertex]
+            footprint: Footprint = self.cost.footprint(template_vertex, strategy)
+            found = Candidate(
+                vertex,
+                shape,
+                strategy,
+                self.cost.run_time(template_vertex, shape, strategy),
+                footprint.resident,
+                footprint.transient,
+            )
+            self._cache[key] = found
+        return found
+
+    def fastest(self, vertex: int) -> Candidate | None:
+        """The fastest memory-feasible candidate of ``vertex`` on any shape."""
+        best = None
+        for candidates in self.options[vertex].values():
+            if candidates and (
+                best is None or _candidate_order(candidates[0]) < _candidate_order(best)
+            ):
+                best = candidates[0]
+        return best
+
+    def smallest_shortfall(self, vertex: int) -> tuple[float, Candidate | None]:
+        """Smallest memory overflow of ``vertex`` over all its strategies (0 if one fits)."""
+        best_overflow, best = float("inf"), None
+        template_vertex = self.template.vertices[vertex]
+        for shape in self.cluster.shapes:
+            for strategy in enumerate_strategies(self.instance, template_vertex, shape):
+                candidate = self.candidate(vertex, shape, strategy)
+                overflow = candidate.memory - self.capacity
+                if overflow < best_overflow:
+                    best_overflow, best = overflow, candidate
+        return max(best_overflow, 0.0), best
+
+    @property
+    def size(self) -> int:
+        """Number of (vertex, shape, strategy) candidates kept."""
+        return sum(len(c) for per_shape in self.options for c in per_shape.values())
+
+    def assignment_count(self) -> int:
+        """Number of (vertex, block, strategy) assignments."""
+        blocks = self.cluster.blocks_by_shape
+        return sum(
+            len(candidates) * len(blocks[shape])
+            for per_shape in self.options
+            for shape, candidates in per_shape.items()
+        )
+
+
+def _candidate_order(candidate: Candidate) -> tuple:
+    strategy = candidate.strategy
+    return (candidate.time, candidate.memory, strategy.tp, strategy.pp, strategy.microbatches)
+
+
+def _non_dominated(candidates: list[Candidate]) -> list[Candidate]:
+    groups: dict[tuple, list[Candidate]] = {}
+    for candidate in candidates:
+        groups.setdefault((candidate.strategy.tp, candidate.strategy.pp), []).append(candidate)
+    kept = []
+    for group in groups.values():
+        group.sort(key=lambda c: (c.time, c.resident, c.transient, c.strategy.microbatches))
+        for candidate in group:
+            dominated = any(
+                other.time <= candidate.time
+                and other.resident <= candidate.resident
+                and other.transient <= candidate.transient
+                for other in kept
+                if other.strategy.tp == candidate.strategy.tp
+                and other.strategy.pp == candidate.strategy.pp
+            )
+            if not dominated:
+                kept.append(candidate)
+    return kept

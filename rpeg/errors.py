@@ -1,0 +1,33 @@
+"""Exceptions raised by the domain layer.
+
+Every error that stems from user input carries the path of the offending field
+so that the command line can print one precise line and exit with code 2.
+"""
+
+from __future__ import annotations
+
+
+class InputError(ValueError):
+    """Bad user input (instance file, plan file or option).
+
+    Parameters
+    ----------
+    path
+        Dotted path of the offending field (``models.actor.layers``) or the
+        file name when the whole file is at fault.
+    message
+        What is wrong, in a few words.
+    """
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        self.message = message
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+class InstanceError(InputError):
+    """An instance file that does not follow the schema."""
+
+
+class PlanError(InputError):
+    """A plan that does not fit the instance it is applied to."""

@@ -1,0 +1,202 @@
+"""RPEG templates: the vertices and edges of one RL step, and their unrolling.
+
+A vertex is ``model.role``. Data edges connect vertices of the same step;
+publication (pub) edges carry trained weights from a train vertex to the next
+user of those weights. Unrolled over ``k_eval`` steps the graph has one *run*
+per (vertex, step); the user of model m's weights at step t waits for m's
+train run at step ``t - 1 - staleness[m]`` (no wait when that is negative),
+and the runs of one vertex follow each other (chain edges).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Kind(Enum):
+    """What a vertex computes."""
+
+    GENERATE = "generate"
+    INFER = "infer"
+    TRAIN = "train"
+
+
+@dataclass(frozen=True)
+class Vertex:
+    """One vertex of the template, e.g. ``actor.generate``."""
+
+    model: str
+    kind: Kind
+
+    @property
+    def name(self) -> str:
+        """``model.kind`` as written in plan files."""
+        return f"{self.model}.{self.kind.value}"
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A template edge between vertex indices.
+
+    ``kind`` is ``"data"`` (same step) or ``"pub"`` (weights of ``model``
+    from its train vertex to a user in a later step).
+    """
+
+    src: int
+    dst: int
+    kind: str
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class Template:
+    """The RPEG of one algorithm: vertices in template order and edges."""
+
+    algorithm: str
+    vertices: tuple[Vertex, ...]
+    data_edges: tuple[Edge, ...]
+    pub_edges: tuple[Edge, ...]
+
+    def index(self, name: str) -> int:
+        """Template index of the vertex called ``name``."""
+        for position, vertex in enumerate(self.vertices):
+            if vertex.name == name:
+                return position
+        raise KeyError(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Vertex names in template order."""
+        return tuple(vertex.name for vertex in self.vertices)
+
+    @property
+    def trained_models(self) -> tuple[str, ...]:
+        """Models with a train vertex, in template order."""
+        return tuple(v.model for v in self.vertices if v.kind is Kind.TRAIN)
+
+    def depths(self) -> tuple[int, ...]:
+        """Longest-path depth of each vertex over the data edges."""
+        depth = [0] * len(self.vertices)
+        for position in range(len(self.vertices)):  # template order is topological
+            for edge in self.data_edges:
+                if edge.dst == position:
+                    depth[position] = max(depth[position], depth[edge.src] + 1)
+        return tuple(depth)
+
+
+def _build(algorithm: str, vertex_names: list[str], data: list[tuple[str, str]]) -> Template:
+    vertices = []
+    for name in vertex_names:
+        model, kind = name.split(".")
+        vertices.append(Vertex(model, Kind(kind)))
+    position = {vertex.name: index for index, vertex in enumerate(vertices)}
+    data_edges = tuple(Edge(position[src], position[dst], "data") for src, dst in data)
+    pub_edges = []
+    for vertex in vertices:
+        if vertex.kind is Kind.TRAIN:
+            user = next(v for v in vertices if v.model == vertex.model and v.kind is not Kind.TRAIN)
+            pub_edges.append(
+                Edge(position[vertex.name], position[user.name], "pub", model=vertex.model)
+            )
+    return Template(algorithm, tuple(vertices), data_edges, tuple(pub_edges))
+
+
+def build_template(algorithm: str) -> Template:
+    """Return the RPEG template of ``algorithm`` (``ppo``, ``grpo`` or ``dpo``)."""
+    if algorithm == "ppo":
+        return _build(
+            "ppo",
+            [
+                "actor.generate",
+                "reference.infer",
+                "reward.infer",
+                "critic.infer",
+                "actor.train",
+                "critic.train",
+            ],
+            [
+                ("actor.generate", "reference.infer"),
+                ("actor.generate", "reward.infer"),
+                ("actor.generate", "critic.infer"),
+                ("reference.infer", "actor.train"),
+                ("reward.infer", "actor.train"),
+                ("critic.infer", "actor.train"),
+                ("reward.infer", "critic.train"),
+                ("critic.infer", "critic.train"),
+            ],
+        )
+    if algorithm == "grpo":
+        return _build(
+            "grpo",
+            ["actor.generate", "reference.infer", "reward.infer", "actor.train"],
+            [
+                ("actor.generate", "reference.infer"),
+                ("actor.generate", "reward.infer"),
+                ("reference.infer", "actor.train"),
+                ("reward.infer", "actor.train"),
+            ],
+        )
+    if algorithm == "dpo":
+        return _build(
+            "dpo",
+            ["actor.generate", "reference.infer", "actor.train"],
+            [("actor.generate", "reference.infer"), ("reference.infer", "actor.train")],
+        )
+    raise ValueError(f"unknown algorithm {algorithm!r}")
+
+
+@dataclass(frozen=True)
+class RunEdge:
+    """An edge of the unrolled graph between run ids.
+
+    ``template_edge`` indexes ``data_edges`` then ``pub_edges`` of the
+    template (so lags are computed once per template edge); chain edges
+    (a vertex's previous run) have ``template_edge = -1`` and lag 0.
+    """
+
+    src: int
+    dst: int
+    template_edge: int
+
+
+def run_id(vertex: int, step: int, num_vertices: int) -> int:
+    """Run id of (vertex, step): runs are numbered step-major, template order within."""
+    return step * num_vertices + vertex
+
+
+def unroll(template: Template, k_eval: int, staleness: dict[str, int]) -> tuple[RunEdge, ...]:
+    """Edges of the graph unrolled over ``k_eval`` steps for the given staleness.
+
+    Parameters
+    ----------
+    template
+        The step's template.
+    k_eval
+        Number of steps.
+    staleness
+        Staleness per trained model.
+    """
+    count = len(template.vertices)
+    edges: list[RunEdge] = []
+    for step in range(k_eval):
+        for index, edge in enumerate(template.data_edges):
+            edges.append(
+                RunEdge(run_id(edge.src, step, count), run_id(edge.dst, step, count), index)
+            )
+        for index, edge in enumerate(template.pub_edges):
+            source_step = step - 1 - staleness[edge.model]
+            if source_step >= 0:
+                edges.append(
+                    RunEdge(
+                        run_id(edge.src, source_step, count),
+                        run_id(edge.dst, step, count),
+                        len(template.data_edges) + index,
+                    )
+                )
+        if step > 0:
+            for vertex in range(count):
+                edges.append(
+                    RunEdge(run_id(vertex, step - 1, count), run_id(vertex, step, count), -1)
+                )
+    return tuple(edges)
