@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Callable
 
 from rpeg.baselines import concurrent_plan, greedy_plan
@@ -157,6 +158,81 @@ def command_simulate(args: argparse.Namespace) -> int:
     return EXIT_OK if trace.feasible else EXIT_INFEASIBLE
 
 
+def _default_out(instance_name: str) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return os.path.join("runs", f"{instance_name}-{stamp}")
+
+
+def command_solve(args: argparse.Namespace) -> int:
+    """Solve an instance with a backend; write plan, trace, result, report and Gantt chart."""
+    import dataclasses
+
+    from solvers import get_solver
+    from solvers.options import SolveOptions
+    from solvers.progress import make_progress
+    from solvers.report import render_report
+    from solvers.result import Status
+
+    problem = _load(args.instance)
+    instance = problem.instance
+    if args.evaluations is not None:
+        if args.evaluations < 1:
+            raise InputError("--evaluations", f"must be a positive integer, got {args.evaluations}")
+        optimizer = dataclasses.replace(instance.optimizer, e_max=args.evaluations)
+        problem = Problem.from_instance(dataclasses.replace(instance, optimizer=optimizer))
+        instance = problem.instance
+    defaults = instance.solver
+    name = args.solver or defaults.backend
+    solver = get_solver(name)
+    time_limit = defaults.time_limit if args.time_limit is None else args.time_limit
+    if time_limit <= 0:
+        raise InputError("--time-limit", f"must be positive, got {time_limit}")
+    threads = defaults.threads if args.threads is None else args.threads
+    if threads < 1:
+        raise InputError("--threads", f"must be a positive integer, got {threads}")
+    options = SolveOptions(
+        time_limit=time_limit,
+        threads=threads,
+        seed=defaults.seed if args.seed is None else args.seed,
+        gap=defaults.gap,
+        progress=make_progress(f"{name} on {instance.name}", instance.k_eval, args.quiet),
+    )
+    try:
+        result = solver(problem, options)
+    finally:
+        options.progress.close()
+    result.stats.setdefault("incumbent_history", options.progress.history)
+    trace = problem.simulator.simulate(result.plan) if result.plan is not None else None
+    out = args.out or _default_out(instance.name)
+    with OutputBundle(out) as bundle:
+        bundle.write_json("result.json", result.to_json())
+        bundle.write_text("report.md", render_report(problem, result, trace))
+        if result.plan is not None and trace is not None:
+            bundle.write_json("plan.json", plan_to_json(result.plan, problem.directory))
+            bundle.write_json("trace.json", trace.to_json())
+            bundle.write_with(
+                "gantt.png",
+                lambda path: write_gantt(trace, instance.hardware.num_gpus, path, instance.name),
+            )
+        written = bundle.commit()
+    print(f"status       {result.status.value} ({result.solver}, {result.wall_time:.2f} s)")
+    if result.message:
+        print(f"note         {result.message}")
+    if result.step_time is not None:
+        print(
+            f"step time    {result.step_time:.4f} s (simulated; makespan {result.makespan:.4f} s)"
+        )
+    if result.bound is not None:
+        gap = "" if result.gap is None else f", gap {result.gap:.4%}"
+        print(f"bound        {result.bound / instance.k_eval:.4f} s per step{gap}")
+    print("wrote " + ", ".join(written))
+    if result.status in (Status.OPTIMAL, Status.FEASIBLE):
+        return EXIT_OK
+    if result.status is Status.INFEASIBLE:
+        return EXIT_INFEASIBLE
+    return EXIT_NO_PLAN
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(
@@ -177,6 +253,16 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--trace", help="write the trace JSON here")
     simulate.add_argument("--gantt", help="write a Gantt chart PNG here")
     simulate.set_defaults(handler=command_simulate)
+    solve = commands.add_parser("solve", help="find a plan with a solver backend")
+    solve.add_argument("instance")
+    solve.add_argument("--solver", help="backend (default: the instance's solver.backend)")
+    solve.add_argument("--time-limit", type=float, help="seconds (default: solver.time_limit)")
+    solve.add_argument("--threads", type=int, help="worker threads of exact backends")
+    solve.add_argument("--seed", type=int, help="random seed")
+    solve.add_argument("--evaluations", type=int, help="override optimizer.e_max")
+    solve.add_argument("--out", help="output folder (default runs/<instance>-<time>)")
+    solve.add_argument("--quiet", action="store_true", help="no live progress")
+    solve.set_defaults(handler=command_solve)
     return parser
 
 

@@ -36,6 +36,7 @@ class Evaluation:
 
     makespan: float
     violation: float
+    order: tuple[int, ...] = ()
 
     @property
     def feasible(self) -> bool:
@@ -320,8 +321,8 @@ class Simulator:
         """Makespan and worst memory violation of ``plan`` (the fast path)."""
         candidates = self._candidates(plan)
         durations = [candidate.time for candidate in candidates]
-        _, end, _ = self._schedule(plan, durations, self._lags(plan))
-        return Evaluation(max(end), self.memory_violation(plan, candidates))
+        _, end, placed = self._schedule(plan, durations, self._lags(plan))
+        return Evaluation(max(end), self.memory_violation(plan, candidates), tuple(placed))
 
     def simulate(self, plan: Plan) -> Trace:
         """Full simulation: schedule, transfers, per-GPU memory and throughput."""

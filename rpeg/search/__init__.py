@@ -1,0 +1,1 @@
+"""Local search over plans: simulated annealing with a final polish."""

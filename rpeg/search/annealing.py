@@ -1,0 +1,224 @@
+"""Simulated annealing over plans, with the reference optimizer's knobs.
+
+Knobs (``optimizer`` section):
+
+* ``e_max`` evaluation budget; the search also stops at the time limit.
+* ``t_init`` / ``t_min``: temperature, as a fraction of the current score,
+  at the start and the end of the budget (linear cooling, or geometric with
+  ``geometric_cooling``); ``t_warm`` the temperature after a restart.
+* ``e_struct``: evaluations between structural moves (block changes and
+  co-location changes); in between, parameter moves (strategy,
+  microbatches, staleness, run-order swaps).
+* ``k_x`` candidates per vertex sampled when a move picks a strategy.
+* ``alpha_pair`` probability that a structural move involves two vertices.
+* ``stag_window``: after that many steps without a new best, restart from
+  the best plan at temperature ``t_warm``.
+* ``score_eps``: relative improvement needed to count as a new best.
+* ``hard_oom``: reject memory-overflowing neighbours instead of penalising.
+* ``fixed_mb``, ``uniform_vertex``, ``no_polish``: ablations.
+
+The returned plan is always memory-feasible: the best *feasible* plan seen
+(the start plan is feasible).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+from rpeg.plan import Plan
+from rpeg.search.moves import (
+    PAIR_STRUCTURAL,
+    PARAMETER_MOVES,
+    SINGLE_STRUCTURAL,
+    MoveContext,
+    swap_order,
+)
+from rpeg.search.state import SearchState
+from rpeg.search.stopping import StoppingCriterion
+from rpeg.simulator import Simulator
+
+
+@dataclass
+class SearchStatistics:
+    """Counters of one search."""
+
+    evaluations: int = 0
+    accepted: int = 0
+    improvements: int = 0
+    restarts: int = 0
+    polish_evaluations: int = 0
+    stop_reason: str = ""
+    history: list[tuple[float, int, float]] = field(default_factory=list)
+
+
+@dataclass
+class SearchOutcome:
+    """The best feasible plan found and how the search went."""
+
+    plan: Plan
+    makespan: float
+    statistics: SearchStatistics
+
+
+class SimulatedAnnealing:
+    """The local-search optimizer.
+
+    Parameters
+    ----------
+    simulator
+        The instance's simulator (its directory gives the plan space).
+    seed
+        Seed of the search's random generator; the search is deterministic
+        for a given seed when it stops on its evaluation budget.
+    progress
+        Optional callback ``progress(best_makespan, evaluations)``.
+    """
+
+    def __init__(self, simulator: Simulator, seed: int = 0, progress=None) -> None:
+        self.simulator = simulator
+        self.directory = simulator.directory
+        self.knobs = self.directory.instance.optimizer
+        self.capacity = simulator.capacity
+        self.rng = random.Random(seed)
+        self.context = MoveContext(self.directory, self.knobs)
+        self.progress = progress
+        self.statistics = SearchStatistics()
+
+    # -- evaluation ------------------------------------------------------------------
+
+    def _state(self, plan: Plan) -> SearchState:
+        self.statistics.evaluations += 1
+        return SearchState.of(plan, self.simulator.evaluate(plan), self.capacity)
+
+    def _temperature(self, used: int, start_fraction: float, start_at: int) -> float:
+        span = max(1, self.knobs.e_max - start_at)
+        progress = min(1.0, max(0.0, (used - start_at) / span))
+        low = min(self.knobs.t_min, start_fraction)
+        if self.knobs.geometric_cooling and start_fraction > 0 and low > 0:
+            return start_fraction * (low / start_fraction) ** progress
+        return start_fraction + (low - start_fraction) * progress
+
+    # -- main loop ---------------------------------------------------------------------
+
+    def run(self, initial: Plan, stop: StoppingCriterion) -> SearchOutcome:
+        """Anneal from ``initial`` (which must be memory-feasible) until ``stop`` says so."""
+        knobs, rng, stats = self.knobs, self.rng, self.statistics
+        current = self._state(initial)
+        if not current.feasible:
+            raise ValueError("the start plan of the local search must fit in memory")
+        best = current
+        self._record(best, stop)
+        start_fraction, start_at = knobs.t_init, 0
+        since_structural, stagnation = 0, 0
+        try:
+            while not stop(stats.evaluations):
+                structural = since_structural >= knobs.e_struct
+                neighbours = self._neighbours(current, structural)
+                if structural:
+                    since_structural = 0
+                if not neighbours:
+                    since_structural += 1
+                    stats.evaluations += 0
+                    stagnation += 1
+                    if stagnation > 50 * knobs.stag_window:
+                        break
+                    continue
+                proposal = None
+                for plan in neighbours:
+                    state = self._state(plan)
+                    since_structural += 1
+                    if knobs.hard_oom and not state.feasible:
+                        continue
+                    if proposal is None or state.score < proposal.score:
+                        proposal = state
+                if proposal is None:
+                    stagnation += 1
+                    continue
+                temperature = self._temperature(stats.evaluations, start_fraction, start_at)
+                delta = proposal.score - current.score
+                if delta <= 0 or (
+                    temperature > 0
+                    and rng.random() < math.exp(-delta / (temperature * current.score))
+                ):
+                    current = proposal
+                    stats.accepted += 1
+                if current.feasible and current.makespan < best.makespan * (1 - knobs.score_eps):
+                    best = current
+                    stats.improvements += 1
+                    stagnation = 0
+                    self._record(best, stop)
+                else:
+                    stagnation += 1
+                if stagnation >= knobs.stag_window:
+                    current = best
+                    start_fraction, start_at = knobs.t_warm, stats.evaluations
+                    stagnation = 0
+                    stats.restarts += 1
+                if self.progress is not None:
+                    self.progress(best.makespan, stats.evaluations)
+        except KeyboardInterrupt:
+            stop.interrupted = True
+        stats.stop_reason = stop.reason or "no applicable move"
+        if not knobs.no_polish and not stop.interrupted:
+            try:
+                best = self.polish(best, stop)
+            except KeyboardInterrupt:
+                stop.interrupted = True
+                stats.stop_reason = "interrupted"
+        return SearchOutcome(best.plan, best.makespan, stats)
+
+    def _neighbours(self, current: SearchState, structural: bool) -> list[Plan]:
+        rng, context = self.rng, self.context
+        if structural:
+            pool = PAIR_STRUCTURAL if rng.random() < self.knobs.alpha_pair else SINGLE_STRUCTURAL
+            return rng.choice(pool)(current.plan, context, rng)
+        choice = rng.randrange(len(PARAMETER_MOVES) + 1)
+        if choice == len(PARAMETER_MOVES):
+            return swap_order(current.plan, context, rng, current.evaluation.order)
+        return PARAMETER_MOVES[choice](current.plan, context, rng)
+
+    def _record(self, best: SearchState, stop: StoppingCriterion) -> None:
+        self.statistics.history.append((stop.elapsed, self.statistics.evaluations, best.makespan))
+
+    # -- polish --------------------------------------------------------------------------
+
+    def polish(self, start: SearchState, stop: StoppingCriterion) -> SearchState:
+        """Greedy descent: first improving (block, strategy) or staleness change, until none.
+
+        Bounded by the time limit only (its evaluations are counted apart
+        from ``e_max``).
+        """
+        best = start
+        directory = self.directory
+        blocks = directory.cluster.blocks_by_shape
+        improved = True
+        while improved and not stop.out_of_time():
+            improved = False
+            for vertex in range(len(best.plan.placements)):
+                for shape, candidates in directory.options[vertex].items():
+                    for block in blocks[shape]:
+                        for candidate in candidates:
+                            if stop.out_of_time():
+                                return best
+                            plan = best.plan.with_placement(
+                                vertex, type(best.plan.placements[0])(block, candidate.strategy)
+                            )
+                            state = self._state(plan)
+                            self.statistics.polish_evaluations += 1
+                            if state.feasible and state.makespan < best.makespan * (
+                                1 - self.knobs.score_eps
+                            ):
+                                best, improved = state, True
+                                self._record(best, stop)
+            for model, choices in self.knobs.staleness_candidates.items():
+                for value in choices:
+                    state = self._state(best.plan.with_staleness(model, value))
+                    self.statistics.polish_evaluations += 1
+                    if state.feasible and state.makespan < best.makespan * (
+                        1 - self.knobs.score_eps
+                    ):
+                        best, improved = state, True
+                        self._record(best, stop)
+        return best

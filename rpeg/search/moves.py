@@ -1,0 +1,261 @@
+"""Neighbourhood moves of the local search, one function per move.
+
+Every move takes the current plan, the :class:`MoveContext` and a random
+generator and returns a list of neighbour plans (empty when the move does not
+apply); the search evaluates them and proposes the best. Moves that pick a
+strategy on a new block sample up to ``k_x`` candidates of that shape.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rpeg.blocks import Block
+from rpeg.candidates import Candidate, CandidateDirectory
+from rpeg.instance import OptimizerConfig
+from rpeg.plan import Placement, Plan
+from rpeg.templates import unroll
+
+Move = Callable[[Plan, "MoveContext", random.Random], list[Plan]]
+
+
+@dataclass
+class MoveContext:
+    """What moves need to know about the plan space, precomputed once."""
+
+    directory: CandidateDirectory
+    knobs: OptimizerConfig
+    blocks_by_size: dict[int, tuple[Block, ...]] = field(init=False)
+    vertex_weights: list[float] = field(init=False)
+    predecessors: dict[tuple, tuple[tuple[int, ...], ...]] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        grouped: dict[int, list[Block]] = {}
+        for block in self.directory.cluster.blocks:
+            grouped.setdefault(block.size, []).append(block)
+        self.blocks_by_size = {size: tuple(blocks) for size, blocks in grouped.items()}
+        weights = []
+        for index in range(len(self.directory.template.vertices)):
+            fastest = self.directory.fastest(index)
+            weights.append(fastest.time if fastest is not None else 1.0)
+        self.vertex_weights = weights
+
+    def pick_vertex(self, rng: random.Random, plan: Plan) -> int:
+        """A vertex, uniformly (``uniform_vertex``) or in proportion to its run time."""
+        count = len(plan.placements)
+        if self.knobs.uniform_vertex:
+            return rng.randrange(count)
+        return rng.choices(range(count), weights=self.vertex_weights)[0]
+
+    def sample_candidates(
+        self,
+        vertex: int,
+        shape: tuple[int, int, int],
+        rng: random.Random,
+        keep_mb: int | None = None,
+    ) -> list[Candidate]:
+        """Up to ``k_x`` candidates of ``vertex`` on ``shape``: the fastest plus random others."""
+        options = self.directory.options[vertex].get(shape, ())
+        if keep_mb is not None and self.knobs.fixed_mb:
+            same = [c for c in options if c.strategy.microbatches == keep_mb]
+            options = tuple(same) or options
+        if not options:
+            return []
+        k = self.knobs.k_x
+        if len(options) <= k:
+            return list(options)
+        return [options[0], *rng.sample(options[1:], k - 1)]
+
+    def run_predecessors(self, plan: Plan) -> tuple[tuple[int, ...], ...]:
+        """Direct predecessors of every run under the plan's staleness (cached)."""
+        key = plan.staleness
+        found = self.predecessors.get(key)
+        if found is None:
+            runs = len(plan.placements) * self.directory.instance.k_eval
+            preds: list[list[int]] = [[] for _ in range(runs)]
+            for edge in unroll(self.directory.template, self.directory.instance.k_eval, dict(key)):
+                preds[edge.dst].append(edge.src)
+            found = tuple(tuple(p) for p in preds)
+            self.predecessors[key] = found
+        return found
+
+
+def _replace(plan: Plan, vertex: int, block: Block, candidates: list[Candidate]) -> list[Plan]:
+    return [plan.with_placement(vertex, Placement(block, c.strategy)) for c in candidates]
+
+
+def change_strategy(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]:
+    """Another strategy for one vertex on its block."""
+    vertex = context.pick_vertex(rng, plan)
+    placement = plan.placements[vertex]
+    candidates = [
+        c
+        for c in context.sample_candidates(
+            vertex, placement.block.extent, rng, placement.strategy.microbatches
+        )
+        if c.strategy != placement.strategy
+    ]
+    return _replace(plan, vertex, placement.block, candidates)
+
+
+def change_microbatches(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]:
+    """Another number of microbatches for one vertex (same dp, pp, tp)."""
+    if context.knobs.fixed_mb:
+        return []
+    vertex = context.pick_vertex(rng, plan)
+    placement = plan.placements[vertex]
+    current = placement.strategy
+    options = [
+        c
+        for c in context.directory.options[vertex].get(placement.block.extent, ())
+        if (c.strategy.dp, c.strategy.pp, c.strategy.tp) == (current.dp, current.pp, current.tp)
+        and c.strategy != current
+    ]
+    if not options:
+        return []
+    return _replace(plan, vertex, placement.block, [rng.choice(options)])
+
+
+def move_block(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]:
+    """Move one vertex to another block of the same shape (same strategy)."""
+    vertex = context.pick_vertex(rng, plan)
+    placement = plan.placements[vertex]
+    others = [
+        b
+        for b in context.directory.cluster.blocks_by_shape[placement.block.extent]
+        if b != placement.block
+    ]
+    if not others:
+        return []
+    return [plan.with_placement(vertex, Placement(rng.choice(others), placement.strategy))]
+
+
+def resize_block(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]:
+    """Halve or double one vertex's block (the new block contains or lies in the old one)."""
+    vertex = context.pick_vertex(rng, plan)
+    block = plan.placements[vertex].block
+    sizes = sorted(context.blocks_by_size)
+    position = sizes.index(block.size)
+    neighbours = []
+    if position > 0:
+        neighbours += [b for b in context.blocks_by_size[sizes[position - 1]] if block.contains(b)]
+    if position + 1 < len(sizes):
+        neighbours += [b for b in context.blocks_by_size[sizes[position + 1]] if b.contains(block)]
+    neighbours = [b for b in neighbours if context.directory.options[vertex].get(b.extent)]
+    if not neighbours:
+        return []
+    target = rng.choice(neighbours)
+    return _replace(plan, vertex, target, context.sample_candidates(vertex, target.extent, rng))
+
+
+def _two_vertices(plan: Plan, context: MoveContext, rng: random.Random) -> tuple[int, int]:
+    first = context.pick_vertex(rng, plan)
+    second = context.pick_vertex(rng, plan)
+    while second == first and len(plan.placements) > 1:
+        second = rng.randrange(len(plan.placements))
+    return first, second
+
+
+def _fastest_on(
+    vertex: int, block: Block, context: MoveContext, current: Placement
+) -> Placement | None:
+    options = context.directory.options[vertex].get(block.extent, ())
+    if not options:
+        return None
+    if block.extent == current.block.extent:
+        return Placement(block, current.strategy)
+    return Placement(block, options[0].strategy)
+
+
+def swap_blocks(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]:
+    """Exchange the blocks of two vertices (each keeps its strategy if the shape allows)."""
+    first, second = _two_vertices(plan, context, rng)
+    a, b = plan.placements[first], plan.placements[second]
+    if a.block == b.block:
+        return []
+    new_first = _fastest_on(first, b.block, context, a)
+    new_second = _fastest_on(second, a.block, context, b)
+    if new_first is None or new_second is None:
+        return []
+    return [plan.with_placement(first, new_first).with_placement(second, new_second)]
+
+
+def colocate(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]:
+    """Put one vertex on another vertex's block."""
+    first, second = _two_vertices(plan, context, rng)
+    target = plan.placements[first].block
+    if plan.placements[second].block == target:
+        return []
+    return _replace(plan, second, target, context.sample_candidates(second, target.extent, rng))
+
+
+def separate(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]:
+    """Move one of two vertices sharing GPUs to a block disjoint from the other's."""
+    first, second = _two_vertices(plan, context, rng)
+    anchor = plan.placements[first].block
+    moving = plan.placements[second]
+    if not anchor.intersects(moving.block):
+        return []
+    sizes = sorted({moving.block.size, max(1, moving.block.size // 2)})
+    targets = [
+        b
+        for size in sizes
+        for b in context.blocks_by_size.get(size, ())
+        if not b.intersects(anchor) and context.directory.options[second].get(b.extent)
+    ]
+    if not targets:
+        return []
+    target = rng.choice(targets)
+    return _replace(plan, second, target, context.sample_candidates(second, target.extent, rng))
+
+
+def change_staleness(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]:
+    """Another staleness for one trained model."""
+    choices = context.knobs.staleness_candidates
+    models = [m for m, _ in plan.staleness if len(choices[m]) > 1]
+    if not models:
+        return []
+    model = rng.choice(models)
+    current = plan.staleness_map[model]
+    return [plan.with_staleness(model, rng.choice([s for s in choices[model] if s != current]))]
+
+
+def swap_order(
+    plan: Plan, context: MoveContext, rng: random.Random, placed: tuple[int, ...] = ()
+) -> list[Plan]:
+    """Run a later run before an earlier one that shares GPUs with it (a priority swap).
+
+    ``placed`` is the run order the simulator used for the current plan. The
+    later run moves to just before the earlier one when none of its direct
+    predecessors lies between them, which keeps the order topological.
+    """
+    if not placed:
+        return []
+    count = len(plan.placements)
+    position = {run: index for index, run in enumerate(placed)}
+    predecessors = context.run_predecessors(plan)
+    later = rng.randrange(1, len(placed))
+    run = placed[later]
+    block = plan.placements[run % count].block
+    low = max((position[p] for p in predecessors[run]), default=-1)
+    choices = [
+        index
+        for index in range(low + 1, later)
+        if plan.placements[placed[index] % count].block.intersects(block)
+    ]
+    if not choices:
+        return []
+    earlier = rng.choice(choices)
+    sequence = list(placed)
+    sequence.pop(later)
+    sequence.insert(earlier, run)
+    return [plan.with_order(tuple((r % count, r // count) for r in sequence))]
+
+
+#: Moves that change blocks or co-location (proposed every ``e_struct`` evaluations).
+SINGLE_STRUCTURAL: tuple[Move, ...] = (move_block, resize_block)
+PAIR_STRUCTURAL: tuple[Move, ...] = (swap_blocks, colocate, separate)
+#: Moves that keep every vertex's block.
+PARAMETER_MOVES: tuple[Move, ...] = (change_strategy, change_microbatches, change_staleness)

@@ -1,0 +1,92 @@
+"""Steps shared by the backends: infeasibility screening, bounds, packaging results."""
+
+from __future__ import annotations
+
+import time
+
+from rpeg.context import Problem
+from rpeg.plan import Plan
+from solvers.result import Result, Status
+
+
+def unplaceable_result(problem: Problem, solver: str, started: float) -> Result | None:
+    """INFEASIBLE without searching when some vertex fits on no block; else None."""
+    missing = problem.unplaceable()
+    if not missing:
+        return None
+    name, shortfall = min(missing, key=lambda item: item[1])
+    capacity = problem.directory.capacity
+    message = (
+        f"{name} fits on no block: its leanest strategy needs "
+        f"{(capacity + shortfall) / 1e9:.2f} GB per GPU, {shortfall / 1e9:.2f} GB "
+        f"more than the usable {capacity / 1e9:.2f} GB"
+    )
+    others = [n for n, _ in missing if n != name]
+    if others:
+        message += f" (also fitting nowhere: {', '.join(others)})"
+    return Result(
+        Status.INFEASIBLE,
+        solver,
+        k_eval=problem.instance.k_eval,
+        wall_time=time.perf_counter() - started,
+        message=message,
+        stats={"unplaceable": {n: s for n, s in missing}},
+    )
+
+
+def plan_result(
+    problem: Problem,
+    solver: str,
+    plan: Plan | None,
+    started: float,
+    *,
+    bound: float | None = None,
+    proven_optimal: bool = False,
+    stats: dict | None = None,
+    message: str = "",
+) -> Result:
+    """Simulate ``plan`` and package it; the bound is at least the plan-independent bounds."""
+    stats = dict(stats or {})
+    best_bound = problem.bounds.best
+    if bound is not None:
+        best_bound = max(best_bound, bound)
+    if plan is None:
+        return Result(
+            Status.UNKNOWN,
+            solver,
+            k_eval=problem.instance.k_eval,
+            bound=best_bound,
+            wall_time=time.perf_counter() - started,
+            stats=stats,
+            message=message or "no plan found within the limits",
+        )
+    trace = problem.simulator.simulate(plan)
+    if not trace.feasible:
+        return Result(
+            Status.ERROR,
+            solver,
+            plan=plan,
+            makespan=trace.makespan,
+            k_eval=problem.instance.k_eval,
+            bound=best_bound,
+            wall_time=time.perf_counter() - started,
+            stats=stats,
+            message=(
+                f"the plan overflows memory by {trace.violation_bytes / 1e9:.3f} GB in simulation"
+            ),
+        )
+    makespan = trace.makespan
+    if best_bound > makespan:
+        best_bound = makespan if proven_optimal else best_bound
+    status = Status.OPTIMAL if proven_optimal else Status.FEASIBLE
+    return Result(
+        status,
+        solver,
+        plan=plan,
+        makespan=makespan,
+        k_eval=problem.instance.k_eval,
+        bound=best_bound,
+        wall_time=time.perf_counter() - started,
+        stats=stats,
+        message=message,
+    )

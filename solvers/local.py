@@ -1,0 +1,79 @@
+"""Backend ``local``: simulated annealing from the better baseline, then polish."""
+
+from __future__ import annotations
+
+import time
+
+from rpeg.baselines import concurrent_plan, greedy_plan
+from rpeg.context import Problem
+from rpeg.plan import Plan
+from rpeg.search.annealing import SimulatedAnnealing
+from rpeg.search.stopping import StoppingCriterion
+from solvers.common import plan_result, unplaceable_result
+from solvers.options import SolveOptions
+from solvers.result import Result
+
+
+def best_baseline(problem: Problem) -> Plan | None:
+    """The better (by simulated makespan) of the greedy and concurrent baselines."""
+    plans = [
+        plan
+        for plan in (
+            greedy_plan(problem.directory, problem.simulator),
+            concurrent_plan(problem.directory, problem.simulator),
+        )
+        if plan is not None
+    ]
+    if not plans:
+        return None
+    return min(plans, key=lambda plan: problem.simulator.evaluate(plan).makespan)
+
+
+def improve(
+    problem: Problem,
+    start: Plan,
+    options: SolveOptions,
+    time_limit: float,
+    max_evaluations: int | None = None,
+) -> tuple[Plan, dict]:
+    """Run the local search from ``start``; returns the best plan and statistics."""
+    search = SimulatedAnnealing(
+        problem.simulator,
+        seed=options.seed,
+        progress=lambda best, evaluations: options.progress.update(
+            best=best, evaluations=evaluations
+        ),
+    )
+    stop = StoppingCriterion(max_evaluations or problem.instance.optimizer.e_max, time_limit)
+    outcome = search.run(start, stop)
+    stats = outcome.statistics
+    return outcome.plan, {
+        "evaluations": stats.evaluations,
+        "polish_evaluations": stats.polish_evaluations,
+        "accepted": stats.accepted,
+        "improvements": stats.improvements,
+        "restarts": stats.restarts,
+        "stop_reason": stats.stop_reason,
+        "evaluations_per_s": stats.evaluations / max(stop.elapsed, 1e-9),
+        "interrupted": stop.interrupted,
+    }
+
+
+def solve(problem: Problem, options: SolveOptions) -> Result:
+    """Local search from the better baseline within ``options.time_limit``."""
+    started = time.perf_counter()
+    infeasible = unplaceable_result(problem, "local", started)
+    if infeasible is not None:
+        return infeasible
+    start = best_baseline(problem)
+    if start is None:
+        return plan_result(
+            problem, "local", None, started, message="no baseline plan fits in memory to start from"
+        )
+    options.progress.update(
+        best=problem.simulator.evaluate(start).makespan, bound=problem.bounds.best
+    )
+    remaining = max(0.0, options.time_limit - (time.perf_counter() - started))
+    plan, stats = improve(problem, start, options, remaining)
+    message = "interrupted: best plan so far" if stats["interrupted"] else ""
+    return plan_result(problem, "local", plan, started, stats=stats, message=message)
