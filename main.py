@@ -28,6 +28,18 @@ def _gb(value: float) -> str:
     return f"{value / 1e9:.2f} GB"
 
 
+def check_output_folder(path: str, option: str = "--out") -> None:
+    """Refuse, before any work, an output folder that cannot be one."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise InputError(option, f"{path} exists and is not a folder")
+
+
+def check_output_file(path: str | None, option: str) -> None:
+    """Refuse, before any work, an output file path that names a folder."""
+    if path and os.path.isdir(path):
+        raise InputError(option, f"{path} is a folder, not a file")
+
+
 def _load(path: str) -> Problem:
     problem = Problem.load(path)
     for warning in problem.instance.warnings:
@@ -123,6 +135,7 @@ def _write_plan_outputs(
 
 def command_baseline(args: argparse.Namespace) -> int:
     """Build a baseline plan, simulate it and write plan, trace and Gantt chart."""
+    check_output_folder(args.out)
     problem = _load(args.instance)
     if _report_unplaceable(problem):
         return EXIT_INFEASIBLE
@@ -141,6 +154,8 @@ def command_baseline(args: argparse.Namespace) -> int:
 
 def command_simulate(args: argparse.Namespace) -> int:
     """Simulate a plan file."""
+    check_output_file(args.trace, "--trace")
+    check_output_file(args.gantt, "--gantt")
     problem = _load(args.instance)
     plan = read_plan(args.plan, problem.directory)
     trace = problem.simulator.simulate(plan)
@@ -173,6 +188,8 @@ def command_solve(args: argparse.Namespace) -> int:
     from solvers.report import render_report
     from solvers.result import Status
 
+    if args.out:
+        check_output_folder(args.out)
     problem = _load(args.instance)
     instance = problem.instance
     if args.evaluations is not None:

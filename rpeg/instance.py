@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,49 +45,66 @@ LEVELS = ("g", "n", "r")
 # ----------------------------------------------------------------------------
 
 
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxdict, _SHORT.maxlist, _SHORT.maxtuple = 2, 4, 4, 4
+_SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 40, 40, 40
+
+
 def _describe(value: Any) -> str:
-    if isinstance(value, str):
-        return repr(value)
+    """A short description of a value for error lines (never the whole of a huge value)."""
     if value is None:
         return "nothing"
-    return str(value)
+    if isinstance(value, str):
+        return _SHORT.repr(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return (
+            f"an integer of {len(str(abs(value)))} digits"
+            if value.bit_length() < 10000
+            else "a huge integer"
+        )
+    return _SHORT.repr(value)
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A finite int or float (not a bool, not an int too large for a float)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if isinstance(value, int):
+        return value.bit_length() <= 1000
+    return math.isfinite(value)
 
 
 def positive_int(value: Any, path: str) -> int:
     """Return ``value`` as an int > 0 (integral floats such as ``1e3`` allowed)."""
-    if _is_number(value) and math.isfinite(value) and float(value).is_integer() and value > 0:
+    if _is_number(value) and float(value).is_integer() and value > 0:
         return int(value)
     raise InstanceError(path, f"must be a positive integer, got {_describe(value)}")
 
 
 def nonnegative_int(value: Any, path: str) -> int:
     """Return ``value`` as an int >= 0."""
-    if _is_number(value) and math.isfinite(value) and float(value).is_integer() and value >= 0:
+    if _is_number(value) and float(value).is_integer() and value >= 0:
         return int(value)
     raise InstanceError(path, f"must be a non-negative integer, got {_describe(value)}")
 
 
 def positive_float(value: Any, path: str) -> float:
     """Return ``value`` as a finite float > 0."""
-    if _is_number(value) and math.isfinite(value) and value > 0:
+    if _is_number(value) and value > 0:
         return float(value)
     raise InstanceError(path, f"must be a positive number, got {_describe(value)}")
 
 
 def nonnegative_float(value: Any, path: str) -> float:
     """Return ``value`` as a finite float >= 0."""
-    if _is_number(value) and math.isfinite(value) and value >= 0:
+    if _is_number(value) and value >= 0:
         return float(value)
     raise InstanceError(path, f"must be a non-negative number, got {_describe(value)}")
 
 
 def unit_fraction(value: Any, path: str, *, open_low: bool, open_high: bool) -> float:
     """Return ``value`` as a float in (0|[0, 1)|1]."""
-    if _is_number(value) and math.isfinite(value):
+    if _is_number(value):
         low_ok = value > 0 if open_low else value >= 0
         high_ok = value < 1 if open_high else value <= 1
         if low_ok and high_ok:

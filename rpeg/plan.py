@@ -227,5 +227,7 @@ def read_plan(path: str | os.PathLike[str], directory: CandidateDirectory) -> Pl
         with open(name, encoding="utf-8") as handle:
             data = json.load(handle)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PlanError(name, f"not a JSON file: {exc}") from None
+        raise PlanError(name, f"not a JSON file: {str(exc)[:120]}") from None
+    except (ValueError, RecursionError) as exc:
+        raise PlanError(name, f"not a usable JSON file: {str(exc).splitlines()[0][:120]}") from None
     return plan_from_json(data, directory)

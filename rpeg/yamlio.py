@@ -65,6 +65,9 @@ def loads(text: str, source: str = "<string>") -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise InstanceError(source, f"not a valid YAML file{where}: {problem}") from None
+    except (ValueError, RecursionError) as exc:
+        message = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise InstanceError(source, f"not a usable YAML file: {message}") from None
 
 
 def read_yaml_file(path: str | os.PathLike[str]) -> Any:

@@ -54,7 +54,8 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
         "",
         "## Placement",
         "",
-        "| vertex | block | GPUs | dp | pp | tp | microbatches | run time | memory per GPU (alone) |",
+        "| vertex | block | GPUs | dp | pp | tp | microbatches | run time "
+        "| memory per GPU (alone) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for index, (vertex, placement) in enumerate(

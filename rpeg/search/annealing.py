@@ -120,7 +120,6 @@ class SimulatedAnnealing:
                     since_structural = 0
                 if not neighbours:
                     since_structural += 1
-                    stats.evaluations += 0
                     stagnation += 1
                     if stagnation > 50 * knobs.stag_window:
                         break
@@ -160,6 +159,7 @@ class SimulatedAnnealing:
                     self.progress(best.makespan, stats.evaluations)
         except KeyboardInterrupt:
             stop.interrupted = True
+            stop.reason = "interrupted"
         stats.stop_reason = stop.reason or "no applicable move"
         if not knobs.no_polish and not stop.interrupted:
             try:

@@ -1,0 +1,92 @@
+"""Plan-independent lower bounds (DESIGN.md section 6, last paragraph)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from rpeg.bounds import lower_bounds
+from rpeg.candidates import CandidateDirectory
+from rpeg.sampling import random_plan
+
+TINY_INSTANCES = (
+    "tiny_ppo_2gpu.yaml",
+    "tiny_ppo_2gpu_sync.yaml",
+    "tiny_grpo_2gpu.yaml",
+    "tiny_grpo_4gpu.yaml",
+    "tiny_dpo_2gpu.yaml",
+    "tiny_dpo_4gpu.yaml",
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    name=st.sampled_from(TINY_INSTANCES),
+    seed=st.integers(min_value=0, max_value=2**32 - 1),
+    with_order=st.booleans(),
+)
+def test_bound_is_below_every_feasible_plan(load_problem, name, seed, with_order):
+    """lower_bounds(directory).best <= the simulated makespan of any feasible plan."""
+    problem = load_problem(name)
+    plan = random_plan(problem.directory, random.Random(seed), with_order=with_order)
+    evaluation = problem.simulator.evaluate(plan)
+    assume(evaluation.feasible)
+    bounds = lower_bounds(problem.directory)
+    assert bounds.best <= evaluation.makespan
+    assert bounds.compute <= evaluation.makespan
+    assert bounds.critical_path <= evaluation.makespan
+
+
+@pytest.mark.parametrize("name", TINY_INSTANCES)
+def test_bound_is_below_the_fastest_single_block_plans(load_problem, name):
+    """The bound stays below the best of many random feasible plans (a tighter check)."""
+    problem = load_problem(name)
+    rng = random.Random(0)
+    best = float("inf")
+    for _ in range(300):
+        evaluation = problem.simulator.evaluate(random_plan(problem.directory, rng))
+        if evaluation.feasible:
+            best = min(best, evaluation.makespan)
+    assert best < float("inf")
+    assert lower_bounds(problem.directory).best <= best
+
+
+def test_critical_path_of_tiny_ppo(frozen_problem):
+    """Critical path at the largest staleness: chains of fastest candidates, no lags."""
+    directory = frozen_problem("frozen_tiny_ppo_2gpu.yaml").directory
+    fastest = [directory.fastest(v).time for v in range(6)]
+    g, ref, rew, cri, at, ct = fastest
+    # actor sigma candidates {0, 1} -> 1, critic {0} -> 0; k_eval = 2.
+    # Step 0: infer_x ends at g + x; actor.train ends at g + max(ref, rew, cri) + at;
+    #   critic.train ends at g + max(rew, cri) + ct.
+    # Step 1 (actor sigma 1: generate 1 only after generate 0; critic sigma 0: critic.infer 1
+    #   after critic.train 0 and critic.infer 0):
+    #   gen1 = 2g; ref1 = max(gen1, ref0) + ref; rew1 = max(gen1, rew0) + rew;
+    #   cri1 = max(gen1, cri0, ct0) + cri; at1 = max(ref1, rew1, cri1, at0) + at;
+    #   ct1 = max(rew1, cri1, ct0) + ct
+    ref0, rew0, cri0 = g + ref, g + rew, g + cri
+    at0 = max(ref0, rew0, cri0) + at
+    ct0 = max(rew0, cri0) + ct
+    gen1 = 2 * g
+    ref1 = max(gen1, ref0) + ref
+    rew1 = max(gen1, rew0) + rew
+    cri1 = max(gen1, cri0, ct0) + cri
+    at1 = max(ref1, rew1, cri1, at0) + at
+    ct1 = max(rew1, cri1, ct0) + ct
+    expected = max(at1, ct1)
+    assert lower_bounds(directory).critical_path == pytest.approx(expected, rel=1e-12)
+
+
+def test_compute_bound_of_small_instance(small_instance_data, make_instance):
+    """Compute bound = k_eval * total step FLOPs / (peak * GPUs), by hand on the small DPO."""
+    directory = CandidateDirectory(make_instance(small_instance_data))
+    # per token 2*(L*P_l + V*d) = 2*(2*36864 + 16384) = 180224 FLOP (see test_cost.py)
+    # generate: prefill 4*180224 + 2*2*4^2*64 = 724992; decode 4*180224 + 2*4*64*26 = 734208
+    #   -> 1_459_200
+    # reference.infer: 8*180224 + 2*2*8^2*64 = 1_441_792 + 16_384 = 1_458_176
+    # actor.train: 3 * 1_458_176 = 4_374_528
+    # total 7_291_904 FLOP; k_eval 1, F 1e12, 1 GPU -> 7.291904e-6 s
+    assert lower_bounds(directory).compute == pytest.approx(7.291904e-6, rel=1e-12)

@@ -1,0 +1,344 @@
+"""The exact simulator (DESIGN.md section 7): properties over random plans and hand cases."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rpeg.errors import PlanError
+from rpeg.sampling import random_plan
+from rpeg.templates import run_id, unroll
+
+#: Instances of ``instances/`` the property tests draw plans on: the tiny ones
+#: and the 16-GPU ones.
+PROPERTY_INSTANCES = (
+    "tiny_ppo_2gpu.yaml",
+    "tiny_ppo_2gpu_sync.yaml",
+    "tiny_grpo_2gpu.yaml",
+    "tiny_grpo_4gpu.yaml",
+    "tiny_dpo_2gpu.yaml",
+    "tiny_dpo_4gpu.yaml",
+    "ppo_8b_1x2x8_h100.yaml",
+    "grpo_7b_1x2x8_h100.yaml",
+    "dpo_8b_1x2x8_a100.yaml",
+)
+
+PLANS = {
+    "name": st.sampled_from(PROPERTY_INSTANCES),
+    "seed": st.integers(min_value=0, max_value=2**32 - 1),
+    "with_order": st.booleans(),
+}
+
+PROPERTY_SETTINGS = settings(max_examples=80, deadline=None)
+
+
+def _draw(load_problem, name, seed, with_order):
+    problem = load_problem(name)
+    plan = random_plan(problem.directory, random.Random(seed), with_order=with_order)
+    return problem, plan
+
+
+def _compute_events(trace):
+    return {(e.vertex, e.step): e for e in trace.events if e.kind == "compute"}
+
+
+def _template_lags(directory, plan):
+    """Lag of every template edge (data, then pub) from the cost model's transfer rules."""
+    cost, cluster, template = directory.cost, directory.cluster, directory.template
+    lags = []
+    for edge in template.data_edges:
+        first, second = plan.placements[edge.src].block, plan.placements[edge.dst].block
+        lags.append(cost.data_lag(first == second, cluster.span_level(first, second)))
+    for edge in template.pub_edges:
+        source, target = plan.placements[edge.src], plan.placements[edge.dst]
+        same_block = source.block == target.block
+        same_layout = (source.strategy.tp, source.strategy.pp) == (
+            target.strategy.tp,
+            target.strategy.pp,
+        )
+        level = target.block.level if same_block else cluster.span_level(source.block, target.block)
+        lags.append(cost.pub_lag(edge.model, same_block, same_layout, level, target.strategy))
+    return lags
+
+
+# -- properties over random plans ------------------------------------------------------
+
+
+@PROPERTY_SETTINGS
+@given(**PLANS)
+def test_runs_sharing_a_gpu_never_overlap(load_problem, name, seed, with_order):
+    """No two compute events that share a GPU overlap in time."""
+    problem, plan = _draw(load_problem, name, seed, with_order)
+    events = [e for e in problem.simulator.simulate(plan).events if e.kind == "compute"]
+    by_gpu: dict[int, list] = {}
+    for event in events:
+        for gpu in event.gpus:
+            by_gpu.setdefault(gpu, []).append(event)
+    for gpu_events in by_gpu.values():
+        gpu_events.sort(key=lambda e: e.start)
+        for before, after in itertools.pairwise(gpu_events):
+            assert before.end <= after.start, (before, after)
+
+
+@PROPERTY_SETTINGS
+@given(**PLANS)
+def test_every_edge_holds_with_its_lag(load_problem, name, seed, with_order):
+    """Every data, pub and chain edge of the unrolled graph holds with its lag."""
+    problem, plan = _draw(load_problem, name, seed, with_order)
+    directory = problem.directory
+    template = directory.template
+    count = len(template.vertices)
+    events = _compute_events(problem.simulator.simulate(plan))
+    lags = _template_lags(directory, plan)
+    edges = unroll(template, directory.instance.k_eval, plan.staleness_map)
+    assert edges
+    for edge in edges:
+        source = events[(template.names[edge.src % count], edge.src // count)]
+        target = events[(template.names[edge.dst % count], edge.dst // count)]
+        lag = lags[edge.template_edge] if edge.template_edge >= 0 else 0.0
+        assert target.start >= source.end + lag - 1e-12 * max(1.0, source.end), edge
+
+
+@PROPERTY_SETTINGS
+@given(**PLANS)
+def test_runs_start_as_early_as_their_constraints_allow(load_problem, name, seed, with_order):
+    """Every run starts at 0, at a predecessor's end plus lag, or when a shared GPU frees."""
+    problem, plan = _draw(load_problem, name, seed, with_order)
+    directory = problem.directory
+    template = directory.template
+    count = len(template.vertices)
+    events = _compute_events(problem.simulator.simulate(plan))
+    lags = _template_lags(directory, plan)
+    releases: dict[tuple[str, int], set[float]] = {key: {0.0} for key in events}
+    for edge in unroll(template, directory.instance.k_eval, plan.staleness_map):
+        source = events[(template.names[edge.src % count], edge.src // count)]
+        lag = lags[edge.template_edge] if edge.template_edge >= 0 else 0.0
+        releases[(template.names[edge.dst % count], edge.dst // count)].add(source.end + lag)
+    for key, event in events.items():
+        for other in events.values():
+            if other is not event and set(other.gpus) & set(event.gpus):
+                releases[key].add(other.end)
+    for key, event in events.items():
+        assert event.start in releases[key], key
+
+
+@PROPERTY_SETTINGS
+@given(**PLANS)
+def test_runs_last_their_candidate_time_on_their_block(load_problem, name, seed, with_order):
+    """Each run occupies exactly its block's GPUs for its candidate's duration."""
+    problem, plan = _draw(load_problem, name, seed, with_order)
+    directory = problem.directory
+    events = _compute_events(problem.simulator.simulate(plan))
+    assert len(events) == len(directory.template.vertices) * directory.instance.k_eval
+    for (vertex_name, _step), event in events.items():
+        index = directory.template.index(vertex_name)
+        placement = plan.placements[index]
+        candidate = directory.candidate(index, placement.block.extent, placement.strategy)
+        assert event.gpus == tuple(placement.block.gpus())
+        assert event.end - event.start == pytest.approx(candidate.time, rel=1e-9)
+
+
+@PROPERTY_SETTINGS
+@given(**PLANS)
+def test_makespan_is_the_last_event_end(load_problem, name, seed, with_order):
+    """The makespan equals the last event's end; step time is makespan / k_eval."""
+    problem, plan = _draw(load_problem, name, seed, with_order)
+    trace = problem.simulator.simulate(plan)
+    assert trace.makespan == max(e.end for e in trace.events)
+    assert trace.step_time == pytest.approx(trace.makespan / trace.k_eval, rel=1e-12)
+    sequences = problem.instance.workload.sequences
+    assert trace.samples_per_s == pytest.approx(sequences / trace.step_time, rel=1e-12)
+
+
+@PROPERTY_SETTINGS
+@given(**PLANS)
+def test_replaying_the_start_order_reproduces_the_schedule(load_problem, name, seed, with_order):
+    """Simulating with ``order = trace.start_order`` reproduces every start and end exactly."""
+    problem, plan = _draw(load_problem, name, seed, with_order)
+    simulator = problem.simulator
+    trace = simulator.simulate(plan)
+    replay = simulator.simulate(plan.with_order(trace.start_order))
+    original = {key: (e.start, e.end) for key, e in _compute_events(trace).items()}
+    replayed = {key: (e.start, e.end) for key, e in _compute_events(replay).items()}
+    assert replayed == original
+    assert replay.makespan == trace.makespan
+
+
+@PROPERTY_SETTINGS
+@given(**PLANS)
+def test_evaluate_agrees_with_simulate(load_problem, name, seed, with_order):
+    """The fast path and the full simulation give the same makespan and violation."""
+    problem, plan = _draw(load_problem, name, seed, with_order)
+    evaluation = problem.simulator.evaluate(plan)
+    trace = problem.simulator.simulate(plan)
+    assert evaluation.makespan == trace.makespan
+    assert evaluation.violation == pytest.approx(trace.violation_bytes, rel=1e-12, abs=1e-3)
+    assert evaluation.feasible == trace.feasible
+
+
+@PROPERTY_SETTINGS
+@given(**PLANS)
+def test_peak_memory_follows_the_static_residency_rule(load_problem, name, seed, with_order):
+    """Per-GPU peaks equal a recomputation: sum of per-model max resident + max transient."""
+    problem, plan = _draw(load_problem, name, seed, with_order)
+    directory = problem.directory
+    trace = problem.simulator.simulate(plan)
+    num_gpus = directory.cluster.num_gpus
+    resident: list[dict[str, float]] = [{} for _ in range(num_gpus)]
+    transient = [0.0] * num_gpus
+    for index, (vertex, placement) in enumerate(
+        zip(directory.template.vertices, plan.placements, strict=True)
+    ):
+        candidate = directory.candidate(index, placement.block.extent, placement.strategy)
+        for gpu in placement.block.gpus():
+            models = resident[gpu]
+            models[vertex.model] = max(models.get(vertex.model, 0.0), candidate.resident)
+            transient[gpu] = max(transient[gpu], candidate.transient)
+    expected = [sum(resident[g].values()) + transient[g] for g in range(num_gpus)]
+    assert list(trace.peak_memory_bytes) == pytest.approx(expected, rel=1e-12)
+    capacity = directory.instance.hardware.usable_memory
+    assert trace.capacity_bytes == capacity
+    assert trace.violation_bytes == pytest.approx(max(0.0, max(expected) - capacity), abs=1e-3)
+
+
+@PROPERTY_SETTINGS
+@given(**PLANS)
+def test_transfer_events_match_positive_lags(load_problem, name, seed, with_order):
+    """Each edge with a positive lag shows as one transfer event from the source's end."""
+    problem, plan = _draw(load_problem, name, seed, with_order)
+    directory = problem.directory
+    template = directory.template
+    count = len(template.vertices)
+    trace = problem.simulator.simulate(plan)
+    events = _compute_events(trace)
+    lags = _template_lags(directory, plan)
+    expected = []
+    for edge in unroll(template, directory.instance.k_eval, plan.staleness_map):
+        if edge.template_edge >= 0 and lags[edge.template_edge] > 0:
+            source = (template.names[edge.src % count], edge.src // count)
+            end = events[source].end
+            target = (template.names[edge.dst % count], edge.dst // count)
+            expected.append((target, source, end, end + lags[edge.template_edge]))
+    transfers = [
+        ((e.vertex, e.step), e.source, e.start, e.end) for e in trace.events if e.kind == "transfer"
+    ]
+    assert sorted(transfers) == pytest.approx(sorted(expected))
+
+
+# -- hand cases ----------------------------------------------------------------------------
+
+
+def test_one_gpu_serialises_every_run(frozen_problem, single_gpu_plan):
+    """All runs on GPU 0 with zero lags: makespan = sum of all run durations."""
+    problem = frozen_problem("frozen_tiny_ppo_2gpu.yaml")
+    directory = problem.directory
+    plan = single_gpu_plan(directory, dict.fromkeys(directory.template.names, 0))
+    trace = problem.simulator.simulate(plan)
+    durations = [directory.options[v][(1, 1, 1)][0].time for v in range(6)]
+    # every edge joins runs on the same block with the same layout: all lags are 0,
+    # and one GPU runs the 2 steps x 6 runs back to back: makespan = 2 * sum(durations)
+    assert trace.makespan == pytest.approx(2 * sum(durations), rel=1e-12)
+    assert not [e for e in trace.events if e.kind == "transfer"]
+    # list order with sigma = 0 on one GPU: step 0 in template order, then step 1
+    assert trace.start_order == tuple((v, t) for t in range(2) for v in range(6))
+
+
+def test_non_topological_order_is_rejected(frozen_problem, single_gpu_plan):
+    """An order placing a run before its predecessor is an error, not a schedule."""
+    problem = frozen_problem("frozen_tiny_ppo_2gpu.yaml")
+    directory = problem.directory
+    plan = single_gpu_plan(directory, dict.fromkeys(directory.template.names, 0))
+    good = tuple((v, t) for t in range(2) for v in range(6))
+    # swap actor.generate and reference.infer at step 0
+    bad = ((1, 0), (0, 0), *good[2:])
+    with pytest.raises(PlanError, match="not a topological order"):
+        problem.simulator.simulate(plan.with_order(bad))
+
+
+# -- staleness on a hand-built plan ------------------------------------------------------
+#
+# frozen tiny PPO (tests/data/frozen_tiny_ppo_2gpu.yaml), every vertex on one GPU:
+#   GPU 0: actor.generate, critic.infer, critic.train
+#   GPU 1: reference.infer, reward.infer, actor.train
+# pub lag actor.train (GPU 1) -> actor.generate (GPU 0), another block at level g,
+#   destination tp = pp = 1: alpha_p2p_g + 2P/(1*1) * beta_p2p_g
+#   = 8e-6 + 1_260_191_744 / 25e9 = 8e-6 + 0.05040766976 = 0.05041566976 s
+#   (P(actor) = 630_095_872, see test_cost.py)
+
+SPLIT = {
+    "actor.generate": 0,
+    "critic.infer": 0,
+    "critic.train": 0,
+    "reference.infer": 1,
+    "reward.infer": 1,
+    "actor.train": 1,
+}
+PUB_LAG = 0.05041566976
+
+
+def _split_plan(problem, single_gpu_plan, actor_staleness):
+    plan = single_gpu_plan(problem.directory, SPLIT)
+    return plan.with_staleness("actor", actor_staleness)
+
+
+def test_split_plan_is_feasible(frozen_problem, single_gpu_plan):
+    """The hand-built split plan fits both GPUs."""
+    problem = frozen_problem("frozen_tiny_ppo_2gpu.yaml")
+    peaks = problem.simulator.peak_memory(_split_plan(problem, single_gpu_plan, 1))
+    # GPU 0: actor 1_260_191_744 + critic 7_903_393_792 + transient 6_517_948_416
+    #        = 15_681_533_952
+    # GPU 1: actor 10_081_533_952 + reference 1_260_191_744 + reward 987_924_224
+    #        + transient 6_517_948_416 = 18_847_598_336   (both <= 22.8e9)
+    assert peaks == pytest.approx([15_681_533_952, 18_847_598_336], rel=1e-12)
+
+
+def test_staleness_one_overlaps_generation_with_training(frozen_problem, single_gpu_plan):
+    """sigma = 1: generation of step 1 starts before training of step 0 ends."""
+    problem = frozen_problem("frozen_tiny_ppo_2gpu.yaml")
+    plan = _split_plan(problem, single_gpu_plan, 1)
+    assert plan.staleness_map == {"actor": 1, "critic": 0}
+    trace = problem.simulator.simulate(plan)
+    assert trace.feasible
+    events = _compute_events(trace)
+    generate0, generate1 = events[("actor.generate", 0)], events[("actor.generate", 1)]
+    train0 = events[("actor.train", 0)]
+    assert generate1.start < train0.end
+    assert train0.start < generate1.end  # the two runs overlap in time
+    assert generate1.start >= generate0.end  # chain edge
+
+
+def test_staleness_zero_waits_for_training_and_publication(frozen_problem, single_gpu_plan):
+    """sigma = 0: generation of step 1 starts no earlier than train step 0's end + pub lag."""
+    problem = frozen_problem("frozen_tiny_ppo_2gpu.yaml")
+    plan = _split_plan(problem, single_gpu_plan, 0)
+    trace = problem.simulator.simulate(plan)
+    events = _compute_events(trace)
+    generate1, train0 = events[("actor.generate", 1)], events[("actor.train", 0)]
+    assert generate1.start >= train0.end + PUB_LAG - 1e-12
+    # GPU 0 is idle by then (critic.train 0 ends first), so the pub edge decides exactly
+    assert generate1.start == pytest.approx(train0.end + PUB_LAG, rel=1e-12)
+    transfers = [
+        e
+        for e in trace.events
+        if e.kind == "transfer" and (e.vertex, e.step) == ("actor.generate", 1)
+    ]
+    assert len(transfers) == 1
+    assert transfers[0].end - transfers[0].start == pytest.approx(PUB_LAG, rel=1e-9)
+    # staleness 1 removes that wait, so it is strictly faster here
+    faster = problem.simulator.evaluate(_split_plan(problem, single_gpu_plan, 1))
+    assert faster.makespan < trace.makespan
+
+
+def test_run_ids_match_start_order_entries(frozen_problem, single_gpu_plan):
+    """start_order lists (vertex, step) pairs, one per run, sorted by start time."""
+    problem = frozen_problem("frozen_tiny_ppo_2gpu.yaml")
+    trace = problem.simulator.simulate(_split_plan(problem, single_gpu_plan, 1))
+    assert sorted(run_id(v, t, 6) for v, t in trace.start_order) == list(range(12))
+    events = _compute_events(trace)
+    names = problem.directory.template.names
+    starts = [events[(names[v], t)].start for v, t in trace.start_order]
+    assert starts == sorted(starts)

@@ -1,0 +1,153 @@
+"""The local search: feasibility, determinism, baselines, and the tiny optima."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+
+from rpeg.candidates import strategy_problem
+from rpeg.context import Problem
+from rpeg.search import moves
+from rpeg.search.annealing import SimulatedAnnealing
+from rpeg.search.stopping import StoppingCriterion
+from solvers import local
+from solvers.local import best_baseline
+from solvers.options import SolveOptions
+from solvers.result import Status
+from tests.solvers.conftest import load_problem
+from tests.solvers.test_exhaustive import KNOWN_OPTIMA
+
+
+#: Every tiny instance's optimum is found with its default budget
+#: (optimizer.e_max = 20000 evaluations) and seed 0.
+@pytest.mark.parametrize("name", sorted(KNOWN_OPTIMA))
+def test_local_finds_the_exhaustive_optimum(name):
+    """Gap to the proven optimum is zero (up to float rounding of the simulator)."""
+    problem = load_problem(name)
+    result = local.solve(problem, SolveOptions(time_limit=600, seed=0))
+    assert result.status is Status.FEASIBLE
+    assert result.stats["stop_reason"].startswith("evaluation budget")
+    assert result.makespan == pytest.approx(KNOWN_OPTIMA[name], rel=1e-9)
+
+
+def _with_knobs(problem: Problem, **knobs) -> Problem:
+    instance = problem.instance
+    optimizer = dataclasses.replace(instance.optimizer, **knobs)
+    return Problem.from_instance(dataclasses.replace(instance, optimizer=optimizer))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "tiny_ppo_2gpu.yaml",
+        "tiny_grpo_2gpu.yaml",
+        "ppo_8b_1x2x8_h100.yaml",
+        "grpo_7b_1x2x8_h100.yaml",
+    ],
+)
+def test_same_seed_same_plan_never_worse_than_baseline_always_feasible(name):
+    """Deterministic per seed, feasible in simulation, and no worse than its start."""
+    problem = _with_knobs(load_problem(name), e_max=3000)
+    first = local.solve(problem, SolveOptions(time_limit=600, seed=3))
+    second = local.solve(problem, SolveOptions(time_limit=600, seed=3))
+    assert first.plan == second.plan
+    assert first.makespan == second.makespan
+    trace = problem.simulator.simulate(first.plan)
+    assert trace.feasible
+    assert trace.makespan == first.makespan
+    baseline = best_baseline(problem)
+    assert first.makespan <= problem.simulator.evaluate(baseline).makespan
+
+
+@pytest.mark.parametrize("hard_oom", [False, True])
+def test_memory_tight_instance_returns_feasible_plan(hard_oom):
+    """Where most co-locations overflow memory, penalised or rejected, the result fits."""
+    problem = _with_knobs(load_problem("dpo_8b_1x2x8_a100.yaml"), e_max=4000, hard_oom=hard_oom)
+    result = local.solve(problem, SolveOptions(time_limit=600, seed=1))
+    assert problem.simulator.simulate(result.plan).feasible
+
+
+def test_ablation_knobs_run():
+    """fixed_mb, uniform_vertex, no_polish and geometric cooling give feasible plans."""
+    problem = _with_knobs(
+        load_problem("tiny_grpo_4gpu.yaml"),
+        e_max=2000,
+        fixed_mb=True,
+        uniform_vertex=True,
+        no_polish=True,
+        geometric_cooling=True,
+    )
+    result = local.solve(problem, SolveOptions(time_limit=600, seed=0))
+    assert result.stats["polish_evaluations"] == 0
+    assert problem.simulator.simulate(result.plan).feasible
+
+
+def test_interrupt_returns_best_so_far():
+    """A Ctrl-C during the search returns the best plan found so far, without polishing."""
+    problem = load_problem("ppo_8b_1x2x8_h100.yaml")
+    calls = {"count": 0}
+
+    def progress(best, evaluations):
+        calls["count"] += 1
+        if calls["count"] == 500:
+            raise KeyboardInterrupt
+
+    search = SimulatedAnnealing(problem.simulator, seed=0, progress=progress)
+    start = best_baseline(problem)
+    stop = StoppingCriterion(10**9, 600)
+    outcome = search.run(start, stop)
+    assert stop.interrupted
+    assert outcome.statistics.stop_reason == "interrupted"
+    assert outcome.statistics.polish_evaluations == 0
+    assert problem.simulator.simulate(outcome.plan).feasible
+    assert outcome.makespan <= problem.simulator.evaluate(start).makespan
+
+
+ALL_MOVES = [*moves.SINGLE_STRUCTURAL, *moves.PAIR_STRUCTURAL, *moves.PARAMETER_MOVES]
+
+
+@pytest.mark.parametrize("move", ALL_MOVES, ids=lambda m: m.__name__)
+def test_moves_stay_inside_the_plan_space(move):
+    """Every neighbour has plan-space blocks and strategies, and simulates without error."""
+    problem = load_problem("ppo_8b_1x2x8_h100.yaml")
+    directory = problem.directory
+    context = moves.MoveContext(directory, problem.instance.optimizer)
+    rng = random.Random(11)
+    plan = best_baseline(problem)
+    produced = 0
+    for _ in range(150):
+        for neighbour in move(plan, context, rng):
+            produced += 1
+            for vertex, placement in zip(
+                directory.template.vertices, neighbour.placements, strict=True
+            ):
+                assert placement.block in directory.cluster.blocks
+                assert (
+                    strategy_problem(
+                        directory.instance, vertex, placement.block.extent, placement.strategy
+                    )
+                    is None
+                )
+            problem.simulator.evaluate(neighbour)
+            if rng.random() < 0.3:
+                plan = neighbour
+    assert produced > 0
+
+
+def test_order_swaps_are_topological_and_change_the_order():
+    """swap_order yields orders the simulator accepts (it raises on non-topological ones)."""
+    problem = load_problem("tiny_ppo_2gpu.yaml")
+    context = moves.MoveContext(problem.directory, problem.instance.optimizer)
+    rng = random.Random(5)
+    plan = best_baseline(problem)
+    swapped = 0
+    for _ in range(300):
+        placed = problem.simulator.evaluate(plan).order
+        for neighbour in moves.swap_order(plan, context, rng, placed):
+            swapped += 1
+            assert neighbour.order is not None
+            problem.simulator.evaluate(neighbour)
+            plan = neighbour
+    assert swapped > 10
