@@ -58,6 +58,9 @@ def strategy_problem(
         return f"tp {tp} does not divide the {spec.heads} attention heads of the {vertex.model}"
     if pp > spec.layers:
         return f"pp {pp} exceeds the {spec.layers} layers of the {vertex.model}"
+    if mb not in instance.placement.microbatches:
+        allowed = ", ".join(map(str, instance.placement.microbatches))
+        return f"microbatches {mb} not among placement.microbatches ({allowed})"
     replica = -(-instance.workload.sequences // dp)
     if mb > replica:
         return f"microbatches {mb} exceed the {replica} sequences per replica"

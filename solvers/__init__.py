@@ -16,6 +16,8 @@ BACKENDS: dict[str, str] = {
     "concurrent": "solvers.concurrent",
     "local": "solvers.local",
     "exhaustive": "solvers.exhaustive",
+    "cpsat": "solvers.cpsat",
+    "auto": "solvers.auto",
 }
 
 

@@ -89,7 +89,7 @@ def test_blocks_are_aligned_contiguous_and_laminar(shape):
         )
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30, deadline=None, database=None)
 @given(
     racks=st.sampled_from([1, 2, 4]),
     nodes=st.sampled_from([1, 2, 4]),

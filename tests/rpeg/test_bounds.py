@@ -9,7 +9,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from rpeg.bounds import lower_bounds
-from rpeg.candidates import CandidateDirectory
+from rpeg.candidates import CandidateDirectory, strategy_problem
+from rpeg.cost import Strategy
+from rpeg.errors import PlanError
+from rpeg.plan import plan_from_json
 from rpeg.sampling import random_plan
 
 TINY_INSTANCES = (
@@ -22,7 +25,7 @@ TINY_INSTANCES = (
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None, database=None)
 @given(
     name=st.sampled_from(TINY_INSTANCES),
     seed=st.integers(min_value=0, max_value=2**32 - 1),
@@ -90,3 +93,56 @@ def test_compute_bound_of_small_instance(small_instance_data, make_instance):
     # actor.train: 3 * 1_458_176 = 4_374_528
     # total 7_291_904 FLOP; k_eval 1, F 1e12, 1 GPU -> 7.291904e-6 s
     assert lower_bounds(directory).compute == pytest.approx(7.291904e-6, rel=1e-12)
+
+
+# -- plans outside the plan space --------------------------------------------------------
+#
+# The frozen tiny PPO instance allows only ``placement.microbatches: [4]``. DESIGN.md
+# section 5: "microbatches mb from placement.microbatches". ``strategy_problem`` (which
+# ``plan_from_json`` uses to validate a plan file) never looks at that list, so a plan file
+# with microbatches 1 is accepted. Generation with mb = 1 repeats the decode steps
+# max(mb, pp) = 1 time instead of 4, so the plan below is far faster than anything in the
+# plan space and its simulated makespan falls under the "proven" lower bound.
+
+
+def _whole(dp, pp, tp, mb):
+    return {
+        "block": {"origin": [0, 0, 0], "extent": [1, 1, 2]},
+        "dp": dp,
+        "pp": pp,
+        "tp": tp,
+        "microbatches": mb,
+    }
+
+
+OUTSIDE_PLAN = {
+    "staleness": {"actor": 0, "critic": 0},
+    "vertices": {
+        "actor.generate": _whole(1, 1, 2, 1),  # mb 1 is not in placement.microbatches [4]
+        "reference.infer": _whole(2, 1, 1, 4),
+        "reward.infer": _whole(2, 1, 1, 4),
+        "critic.infer": _whole(2, 1, 1, 4),
+        "actor.train": _whole(2, 1, 1, 4),
+        "critic.train": _whole(1, 2, 1, 4),
+    },
+}
+
+
+def test_strategy_problem_rejects_microbatches_outside_the_list(frozen_problem):
+    """A microbatch count missing from placement.microbatches is outside the plan space."""
+    directory = frozen_problem("frozen_tiny_ppo_2gpu.yaml").directory
+    assert directory.instance.placement.microbatches == (4,)
+    vertex = directory.template.vertices[0]  # actor.generate
+    # dp*pp*tp = 2 = block size, tp 2 divides width 2 and 14 heads, mb 1 <= 32 sequences:
+    # only the microbatch list excludes it
+    assert strategy_problem(directory.instance, vertex, (1, 1, 2), Strategy(1, 1, 2, 1))
+
+
+def test_plan_files_cannot_beat_the_lower_bound(frozen_problem):
+    """A plan file either is rejected or simulates to at least the proven lower bound."""
+    problem = frozen_problem("frozen_tiny_ppo_2gpu.yaml")
+    try:
+        plan = plan_from_json(OUTSIDE_PLAN, problem.directory)
+    except PlanError:
+        return
+    assert problem.simulator.evaluate(plan).makespan >= lower_bounds(problem.directory).best

@@ -33,7 +33,7 @@ PLANS = {
     "with_order": st.booleans(),
 }
 
-PROPERTY_SETTINGS = settings(max_examples=80, deadline=None)
+PROPERTY_SETTINGS = settings(max_examples=200, deadline=None, database=None)
 
 
 def _draw(load_problem, name, seed, with_order):
@@ -245,6 +245,20 @@ def test_one_gpu_serialises_every_run(frozen_problem, single_gpu_plan):
     assert not [e for e in trace.events if e.kind == "transfer"]
     # list order with sigma = 0 on one GPU: step 0 in template order, then step 1
     assert trace.start_order == tuple((v, t) for t in range(2) for v in range(6))
+    # throughput: B*K = 32 samples and 32 * T = 32 * 256 = 8192 generated tokens per step
+    assert trace.samples_per_s == pytest.approx(32 / trace.step_time, rel=1e-12)
+    assert trace.generated_tokens_per_s == pytest.approx(8192 / trace.step_time, rel=1e-12)
+
+
+def test_generated_tokens_follow_the_quantiles(frozen_problem):
+    """Generated tokens per step use the quantile segments' active fractions."""
+    problem = frozen_problem("frozen_ppo_8b_1x2x8_h100.yaml")
+    plan = random_plan(problem.directory, random.Random(0))
+    trace = problem.simulator.simulate(plan)
+    # quantiles [[0.5, 400], [0.9, 900], [1.0, 1024]]: segments 1..400 at 1.0,
+    # 401..900 at 0.5, 901..1024 at 0.1 -> 400 + 500*0.5 + 124*0.1 = 662.4 tokens per sequence
+    # B*K = 512*4 = 2048 sequences -> 2048 * 662.4 = 1_356_595.2 tokens per step
+    assert trace.generated_tokens_per_s == pytest.approx(1_356_595.2 / trace.step_time, rel=1e-12)
 
 
 def test_non_topological_order_is_rejected(frozen_problem, single_gpu_plan):

@@ -1,0 +1,219 @@
+"""The backend-neutral formulation of a planning instance.
+
+Everything the exact backends need is computed here once, from the same
+candidate directory and cost model the simulator uses:
+
+* assignments: every (vertex, block, candidate) with its duration, resident
+  and transient bytes per GPU;
+* runs (vertex, step) and the template edges, with the pairwise transfer lags
+  as a function of the two endpoints' blocks (data edges) or of the source
+  block and the destination assignment (pub edges);
+* the staleness candidates and which pub edge each one switches on;
+* the integer time unit, the horizon from the best heuristic plan, and the
+  conversion of a plan into a warm start.
+
+Durations and lags are rounded *down* to the time unit, so the optimum of the
+integer model is a valid lower bound on the true optimum over the plan space;
+the unit is chosen so that rounding along any path of runs and transfers
+costs at most ``REL_ROUNDING`` of the heuristic makespan.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+from rpeg.blocks import Block
+from rpeg.candidates import Candidate
+from rpeg.context import Problem
+from rpeg.plan import Placement, Plan, make_staleness
+
+#: Largest total rounding error of a schedule, relative to the upper bound.
+REL_ROUNDING = 1e-4
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A (vertex, block, candidate) with integer coefficients.
+
+    ``duration`` is in time units (rounded down); ``resident`` and
+    ``transient`` are bytes per GPU rounded up (a model that fits is safe in
+    the simulator).
+    """
+
+    vertex: int
+    block: Block
+    candidate: Candidate
+    duration: int
+    resident: int
+    transient: int
+
+    @property
+    def layout(self) -> tuple[int, int]:
+        """(tp, pp): pub edges cost nothing between equal layouts on one block."""
+        return (self.candidate.strategy.tp, self.candidate.strategy.pp)
+
+
+@dataclass
+class Formulation:
+    """Index sets and coefficients shared by the CP-SAT and MILP backends."""
+
+    problem: Problem
+    unit: float
+    horizon: int
+    assignments: list[list[Assignment]]
+    blocks: tuple[Block, ...]
+    block_index: dict[Block, int]
+    staleness_choices: dict[str, tuple[int, ...]]
+    num_vertices: int
+    k_eval: int
+    data_edges: tuple[tuple[int, int], ...]
+    pub_edges: tuple[tuple[int, int, str], ...]
+    memory_capacity: int
+    gpu_units: tuple[tuple[int, int], ...]
+    upper_bound: float
+    stats: dict = field(default_factory=dict)
+
+    # -- coefficients ------------------------------------------------------------------
+
+    def data_lag(self, first: Block, second: Block) -> int:
+        """Lag (units, rounded down) of a data edge between blocks."""
+        if first == second:
+            return 0
+        level = self.problem.directory.cluster.span_level(first, second)
+        return self.to_units(self.problem.directory.cost.data_lag(False, level))
+
+    def pub_lag(
+        self, model: str, source: Block, source_layout: tuple[int, int] | None, target: Assignment
+    ) -> int:
+        """Lag (units, rounded down) of a pub edge from ``source`` to the user's assignment.
+
+        ``source_layout`` matters only on the same block (None: any layout
+        other than the target's).
+        """
+        cost, cluster = self.problem.directory.cost, self.problem.directory.cluster
+        same_block = source == target.block
+        level = target.block.level if same_block else cluster.span_level(source, target.block)
+        same_layout = same_block and source_layout == target.layout
+        seconds = cost.pub_lag(model, same_block, same_layout, level, target.candidate.strategy)
+        return self.to_units(seconds)
+
+    def to_units(self, seconds: float) -> int:
+        """Seconds to integer units, rounded down (keeps bounds valid)."""
+        return math.floor(seconds / self.unit + 1e-9)
+
+    def run(self, vertex: int, step: int) -> int:
+        """Run id (step-major)."""
+        return step * self.num_vertices + vertex
+
+    @property
+    def num_runs(self) -> int:
+        """Runs of ``k_eval`` steps."""
+        return self.num_vertices * self.k_eval
+
+    def pub_source_step(self, step: int, staleness: int) -> int:
+        """Step of the train run a user at ``step`` waits for (negative: none)."""
+        return step - 1 - staleness
+
+    # -- plans ---------------------------------------------------------------------------
+
+    def assignment_of(self, vertex: int, placement: Placement) -> int:
+        """Index of the assignment matching a plan's placement of ``vertex``."""
+        for index, assignment in enumerate(self.assignments[vertex]):
+            if (
+                assignment.block == placement.block
+                and assignment.candidate.strategy == placement.strategy
+            ):
+                return index
+        raise KeyError(f"placement of vertex {vertex} is not among its assignments")
+
+    def plan_from_choice(
+        self, chosen: list[int], staleness: dict[str, int], starts: list[int] | None
+    ) -> Plan:
+        """A plan from chosen assignment indices, staleness and (optionally) run starts."""
+        placements = tuple(
+            Placement(self.assignments[v][a].block, self.assignments[v][a].candidate.strategy)
+            for v, a in enumerate(chosen)
+        )
+        order = None
+        if starts is not None:
+            runs = sorted(range(self.num_runs), key=lambda r: (starts[r], r))
+            order = tuple((r % self.num_vertices, r // self.num_vertices) for r in runs)
+        return Plan(placements, make_staleness(staleness), order)
+
+    def warm_start(self, plan: Plan) -> tuple[list[int], dict[str, int], list[int]]:
+        """(assignment index per vertex, staleness, start per run in units) of a plan."""
+        trace = self.problem.simulator.simulate(plan)
+        chosen = [self.assignment_of(v, p) for v, p in enumerate(plan.placements)]
+        starts = [0] * self.num_runs
+        names = self.problem.directory.template.names
+        for event in trace.events:
+            if event.kind == "compute":
+                starts[self.run(names.index(event.vertex), event.step)] = self.to_units(event.start)
+        return chosen, plan.staleness_map, starts
+
+    def rounding_tolerance(self) -> float:
+        """Largest difference (s) between a model schedule and its simulation."""
+        return self.unit * (2 * self.num_runs + 2)
+
+
+def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
+    """Build the formulation of ``problem`` given a heuristic makespan ``upper_bound`` (s)."""
+    directory = problem.directory
+    instance = problem.instance
+    runs = len(directory.template.vertices) * instance.k_eval
+    # A path has at most `runs` runs and `runs` transfers; flooring each loses < 1 unit.
+    unit = upper_bound * REL_ROUNDING / (2 * runs + 2)
+    blocks_by_shape = directory.cluster.blocks_by_shape
+    assignments: list[list[Assignment]] = []
+    for vertex, per_shape in enumerate(directory.options):
+        items = []
+        for shape, candidates in per_shape.items():
+            for block, candidate in itertools.product(blocks_by_shape[shape], candidates):
+                items.append(
+                    Assignment(
+                        vertex,
+                        block,
+                        candidate,
+                        math.floor(candidate.time / unit + 1e-9),
+                        math.ceil(candidate.resident),
+                        math.ceil(candidate.transient),
+                    )
+                )
+        assignments.append(items)
+    used_blocks = sorted(
+        {a.block for items in assignments for a in items}, key=lambda b: (b.start, -b.size)
+    )
+    template = directory.template
+    # GPU units: maximal GPU ranges covered by the same set of blocks (memory is
+    # checked once per unit instead of once per GPU).
+    cuts = sorted(
+        {0, directory.cluster.num_gpus}
+        | {b.start for b in used_blocks}
+        | {b.end for b in used_blocks}
+    )
+    gpu_units = tuple((low, high) for low, high in itertools.pairwise(cuts))
+    formulation = Formulation(
+        problem=problem,
+        unit=unit,
+        horizon=math.ceil(upper_bound / unit) + 1,
+        assignments=assignments,
+        blocks=tuple(used_blocks),
+        block_index={b: i for i, b in enumerate(used_blocks)},
+        staleness_choices={
+            m: instance.optimizer.staleness_candidates[m] for m in template.trained_models
+        },
+        num_vertices=len(template.vertices),
+        k_eval=instance.k_eval,
+        data_edges=tuple((e.src, e.dst) for e in template.data_edges),
+        pub_edges=tuple((e.src, e.dst, e.model) for e in template.pub_edges),
+        memory_capacity=math.floor(directory.capacity),
+        gpu_units=gpu_units,
+        upper_bound=upper_bound,
+    )
+    formulation.stats = {
+        "assignments": sum(len(items) for items in assignments),
+        "time_unit_s": unit,
+    }
+    return formulation

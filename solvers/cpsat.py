@@ -1,0 +1,415 @@
+"""Backend ``cpsat``: the exact formulation in OR-Tools CP-SAT.
+
+Variables (owned by :class:`CpSatVariables`): one Boolean per (vertex, block,
+candidate) assignment with exactly one true per vertex; a block literal per
+(vertex, block); staleness Booleans; per run a start, an end and an interval
+whose length is the chosen duration; per vertex a GPU-range interval; the
+makespan.
+
+Constraint families (the same names as in ``solvers.milp``):
+``_select_one_candidate``, ``_gpu_exclusivity`` (NoOverlap2D over time x GPU
+range), ``_precedence`` (data and chain edges with exact pairwise lags),
+``_staleness`` (pub edges switched on by the staleness Booleans, with their
+exact lags), ``_memory_capacity`` (per-GPU static residency rule, linear),
+``_objective`` (makespan of ``k_eval`` steps).
+
+Durations and lags are rounded down to the time unit of the formulation, so
+the proven bound is a valid lower bound on the true optimum. No symmetry
+breaking is added: blocks of equal shape are not interchangeable in general
+(transfer lags depend on positions), so none is proven valid here.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ortools.sat.python import cp_model
+
+from formulation import Formulation, build_formulation
+from rpeg.context import Problem
+from rpeg.plan import Plan
+from solvers.common import plan_result, unplaceable_result
+from solvers.options import SolveOptions
+from solvers.result import Result, Status
+
+
+class CpSatVariables:
+    """The decision variables of the CP-SAT model; warm starts go through :meth:`hint`."""
+
+    def __init__(self, model: cp_model.CpModel, formulation: Formulation) -> None:
+        self.model = model
+        self.formulation = formulation
+        f = formulation
+        horizon = f.horizon
+        self.assign = [
+            [model.NewBoolVar(f"x[{v},{a}]") for a in range(len(items))]
+            for v, items in enumerate(f.assignments)
+        ]
+        self.on_block: list[dict[int, cp_model.IntVar]] = []
+        for vertex, items in enumerate(f.assignments):
+            per_block: dict[int, list] = {}
+            for literal, assignment in zip(self.assign[vertex], items, strict=True):
+                per_block.setdefault(f.block_index[assignment.block], []).append(literal)
+            literals = {}
+            for block, members in per_block.items():
+                literal = model.NewBoolVar(f"y[{vertex},{block}]")
+                model.Add(literal == sum(members))
+                literals[block] = literal
+            self.on_block.append(literals)
+        self.staleness = {
+            m: {value: model.NewBoolVar(f"s[{m},{value}]") for value in choices}
+            for m, choices in f.staleness_choices.items()
+        }
+        self.duration = []
+        self.gpu_start = []
+        self.gpu_size = []
+        self.gpu_interval = []
+        for vertex, items in enumerate(f.assignments):
+            low = min(a.duration for a in items)
+            high = max(a.duration for a in items)
+            duration = model.NewIntVar(low, high, f"d[{vertex}]")
+            model.Add(
+                duration
+                == sum(a.duration * x for a, x in zip(items, self.assign[vertex], strict=True))
+            )
+            start = model.NewIntVar(0, f.problem.directory.cluster.num_gpus, f"g0[{vertex}]")
+            size = model.NewIntVar(1, f.problem.directory.cluster.num_gpus, f"gw[{vertex}]")
+            model.Add(
+                start
+                == sum(a.block.start * x for a, x in zip(items, self.assign[vertex], strict=True))
+            )
+            model.Add(
+                size
+                == sum(a.block.size * x for a, x in zip(items, self.assign[vertex], strict=True))
+            )
+            end = model.NewIntVar(1, f.problem.directory.cluster.num_gpus, f"g1[{vertex}]")
+            self.duration.append(duration)
+            self.gpu_start.append(start)
+            self.gpu_size.append(size)
+            self.gpu_interval.append(model.NewIntervalVar(start, size, end, f"gpus[{vertex}]"))
+        self.start, self.end, self.interval = [], [], []
+        for run in range(f.num_runs):
+            vertex = run % f.num_vertices
+            start = model.NewIntVar(0, horizon, f"S[{run}]")
+            end = model.NewIntVar(0, horizon, f"E[{run}]")
+            self.start.append(start)
+            self.end.append(end)
+            self.interval.append(
+                model.NewIntervalVar(start, self.duration[vertex], end, f"run[{run}]")
+            )
+        self.makespan = model.NewIntVar(0, horizon, "makespan")
+
+    def hint(self, chosen: list[int], staleness: dict[str, int], starts: list[int]) -> None:
+        """Hint a complete solution (a heuristic plan as converted by the formulation)."""
+        model, f = self.model, self.formulation
+        for vertex, index in enumerate(chosen):
+            for a, literal in enumerate(self.assign[vertex]):
+                model.AddHint(literal, a == index)
+            block = f.block_index[f.assignments[vertex][index].block]
+            for b, literal in self.on_block[vertex].items():
+                model.AddHint(literal, b == block)
+        for m, literals in self.staleness.items():
+            for value, literal in literals.items():
+                model.AddHint(literal, value == staleness[m])
+        for run, start in enumerate(starts):
+            vertex = run % f.num_vertices
+            model.AddHint(self.start[run], start)
+            model.AddHint(self.end[run], start + f.assignments[vertex][chosen[vertex]].duration)
+        ends = [
+            starts[r] + f.assignments[r % f.num_vertices][chosen[r % f.num_vertices]].duration
+            for r in range(f.num_runs)
+        ]
+        model.AddHint(self.makespan, max(ends))
+
+    def chosen(self, solver: cp_model.CpSolver) -> tuple[list[int], dict[str, int], list[int]]:
+        """Assignment indices, staleness and run starts of the solver's solution."""
+        chosen = [
+            next(a for a, x in enumerate(literals) if solver.BooleanValue(x))
+            for literals in self.assign
+        ]
+        staleness = {
+            m: next(value for value, x in literals.items() if solver.BooleanValue(x))
+            for m, literals in self.staleness.items()
+        }
+        starts = [solver.Value(s) for s in self.start]
+        return chosen, staleness, starts
+
+
+class CpSatModel:
+    """Builds the CP-SAT model from a formulation, one method per constraint family."""
+
+    def __init__(self, formulation: Formulation) -> None:
+        self.formulation = formulation
+        self.model = cp_model.CpModel()
+        self.vars = CpSatVariables(self.model, formulation)
+        self._level_literals: dict[tuple[int, int, str], cp_model.IntVar | None] = {}
+        self._layout_literals: dict[tuple[int, int, tuple[int, int]], cp_model.IntVar | None] = {}
+        self._select_one_candidate()
+        self._gpu_exclusivity()
+        self._precedence()
+        self._staleness()
+        self._memory_capacity()
+        self._objective()
+
+    # -- helper literals -----------------------------------------------------------------
+
+    def _elsewhere_at_level(self, vertex: int, target: int, level: str):
+        """Literal: ``vertex`` is on a block other than ``target`` spanning ``level`` with it."""
+        key = (vertex, target, level)
+        if key not in self._level_literals:
+            f = self.formulation
+            cluster = f.problem.directory.cluster
+            target_block = f.blocks[target]
+            members = [
+                literal
+                for block, literal in self.vars.on_block[vertex].items()
+                if block != target and cluster.span_level(f.blocks[block], target_block) == level
+            ]
+            literal = None
+            if members:
+                literal = self.model.NewBoolVar(f"at[{vertex},{target},{level}]")
+                self.model.Add(literal == sum(members))
+            self._level_literals[key] = literal
+        return self._level_literals[key]
+
+    def _other_layout_on(self, vertex: int, target: int, layout: tuple[int, int]):
+        """Literal: ``vertex`` sits on block ``target`` with a (tp, pp) other than ``layout``."""
+        key = (vertex, target, layout)
+        if key not in self._layout_literals:
+            f = self.formulation
+            members = [
+                x
+                for x, a in zip(self.vars.assign[vertex], f.assignments[vertex], strict=True)
+                if f.block_index[a.block] == target and a.layout != layout
+            ]
+            literal = None
+            if members:
+                literal = self.model.NewBoolVar(f"lay[{vertex},{target},{layout}]")
+                self.model.Add(literal == sum(members))
+            self._layout_literals[key] = literal
+        return self._layout_literals[key]
+
+    # -- constraint families ----------------------------------------------------------------
+
+    def _select_one_candidate(self) -> None:
+        """Exactly one assignment per vertex and one staleness per trained model."""
+        for literals in self.vars.assign:
+            self.model.AddExactlyOne(literals)
+        for literals in self.vars.staleness.values():
+            self.model.AddExactlyOne(literals.values())
+
+    def _gpu_exclusivity(self) -> None:
+        """Runs whose GPU ranges intersect do not overlap in time (NoOverlap2D)."""
+        f = self.formulation
+        self.model.AddNoOverlap2D(
+            self.vars.interval,
+            [self.vars.gpu_interval[run % f.num_vertices] for run in range(f.num_runs)],
+        )
+
+    def _precedence(self) -> None:
+        """Chain edges, and data edges with their exact pairwise lags."""
+        f, v, model = self.formulation, self.vars, self.model
+        cost = f.problem.directory.cost
+        for step in range(1, f.k_eval):
+            for vertex in range(f.num_vertices):
+                model.Add(v.start[f.run(vertex, step)] >= v.end[f.run(vertex, step - 1)])
+        data_lags = {level: f.to_units(cost.data_lag(False, level)) for level in ("g", "n", "r")}
+        for step in range(f.k_eval):
+            for src, dst in f.data_edges:
+                before, after = f.run(src, step), f.run(dst, step)
+                model.Add(v.start[after] >= v.end[before])
+                for target, literal in v.on_block[dst].items():
+                    for level, lag in data_lags.items():
+                        if lag <= 0:
+                            continue
+                        elsewhere = self._elsewhere_at_level(src, target, level)
+                        if elsewhere is not None:
+                            model.Add(v.start[after] >= v.end[before] + lag).OnlyEnforceIf(
+                                [literal, elsewhere]
+                            )
+
+    def _staleness(self) -> None:
+        """Pub edges: a user at step t waits for the train run at t-1-σ, with the pub lag."""
+        f, v, model = self.formulation, self.vars, self.model
+        for src, dst, model_name in f.pub_edges:
+            for sigma, chosen in v.staleness[model_name].items():
+                for step in range(f.k_eval):
+                    source_step = f.pub_source_step(step, sigma)
+                    if source_step < 0:
+                        continue
+                    before, after = f.run(src, source_step), f.run(dst, step)
+                    model.Add(v.start[after] >= v.end[before]).OnlyEnforceIf(chosen)
+                    for x, target in zip(v.assign[dst], f.assignments[dst], strict=True):
+                        block = f.block_index[target.block]
+                        for level in ("g", "n", "r"):
+                            elsewhere = self._elsewhere_at_level(src, block, level)
+                            if elsewhere is None:
+                                continue
+                            source_block = next(
+                                f.blocks[b]
+                                for b in v.on_block[src]
+                                if b != block
+                                and f.problem.directory.cluster.span_level(
+                                    f.blocks[b], target.block
+                                )
+                                == level
+                            )
+                            lag = f.pub_lag(model_name, source_block, None, target)
+                            if lag > 0:
+                                model.Add(v.start[after] >= v.end[before] + lag).OnlyEnforceIf(
+                                    [chosen, x, elsewhere]
+                                )
+                        other_layout = self._other_layout_on(src, block, target.layout)
+                        if other_layout is not None:
+                            lag = f.pub_lag(model_name, target.block, None, target)
+                            if lag > 0:
+                                model.Add(v.start[after] >= v.end[before] + lag).OnlyEnforceIf(
+                                    [chosen, x, other_layout]
+                                )
+
+    def _memory_capacity(self) -> None:
+        """Per GPU: Σ over models of the largest resident + the largest transient ≤ capacity."""
+        f, v, model = self.formulation, self.vars, self.model
+        template = f.problem.directory.template
+        capacity = f.memory_capacity
+        for low, high in f.gpu_units:
+            covering = []
+            for vertex, items in enumerate(f.assignments):
+                terms = [
+                    (a, x)
+                    for a, x in zip(items, v.assign[vertex], strict=True)
+                    if a.block.start <= low and high <= a.block.end
+                ]
+                covering.append(terms)
+            if not any(covering):
+                continue
+            residents = {}
+            transient = model.NewIntVar(0, capacity, f"T[{low}]")
+            for vertex, terms in enumerate(covering):
+                if not terms:
+                    continue
+                name = template.vertices[vertex].model
+                if name not in residents:
+                    residents[name] = model.NewIntVar(0, capacity, f"R[{name},{low}]")
+                model.Add(residents[name] >= sum(a.resident * x for a, x in terms))
+                model.Add(transient >= sum(a.transient * x for a, x in terms))
+            model.Add(sum(residents.values()) + transient <= capacity)
+
+    def _objective(self) -> None:
+        """Minimise the makespan of the k_eval steps."""
+        f, v, model = self.formulation, self.vars, self.model
+        for vertex in range(f.num_vertices):
+            model.Add(v.makespan >= v.end[f.run(vertex, f.k_eval - 1)])
+        model.Minimize(v.makespan)
+
+    def sizes(self) -> dict[str, int]:
+        """Model size: Booleans, intervals, constraints."""
+        proto = self.model.Proto()
+        booleans = sum(1 for var in proto.variables if list(var.domain) == [0, 1])
+        f = self.formulation
+        intervals = f.num_runs + f.num_vertices
+        return {
+            "variables": len(proto.variables),
+            "booleans": booleans,
+            "intervals": intervals,
+            "constraints": len(proto.constraints) - intervals,
+        }
+
+
+class _Progress(cp_model.CpSolverSolutionCallback):
+    def __init__(self, variables: CpSatVariables, unit: float, options: SolveOptions) -> None:
+        super().__init__()
+        self.variables, self.unit, self.options = variables, unit, options
+        self.first_solution_time: float | None = None
+        self.started = time.perf_counter()
+
+    def on_solution_callback(self) -> None:
+        if self.first_solution_time is None:
+            self.first_solution_time = time.perf_counter() - self.started
+        self.options.progress.update(
+            best=self.ObjectiveValue() * self.unit, bound=self.BestObjectiveBound() * self.unit
+        )
+
+
+def solve_with_hint(
+    problem: Problem, options: SolveOptions, start: Plan, time_limit: float
+) -> Result:
+    """Build and solve the CP-SAT model warm-started from ``start``, then check it by simulation."""
+    started = time.perf_counter()
+    upper = problem.simulator.evaluate(start).makespan
+    formulation = build_formulation(problem, upper)
+    built = CpSatModel(formulation)
+    built.vars.hint(*formulation.warm_start(start))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.1, time_limit - (time.perf_counter() - started))
+    solver.parameters.num_workers = options.threads
+    solver.parameters.random_seed = options.seed
+    solver.parameters.relative_gap_limit = options.gap
+    callback = _Progress(built.vars, formulation.unit, options)
+    status = solver.Solve(built.model, callback)
+    stats = {
+        **built.sizes(),
+        **formulation.stats,
+        "cp_status": solver.StatusName(status),
+        "cp_wall_time_s": solver.WallTime(),
+        "branches": solver.NumBranches(),
+        "conflicts": solver.NumConflicts(),
+        "first_solution_s": callback.first_solution_time,
+        "heuristic_start_makespan": upper,
+    }
+    if status == cp_model.INFEASIBLE:
+        # The hinted heuristic plan is feasible, so this can only be a modelling error.
+        return Result(
+            Status.ERROR,
+            "cpsat",
+            k_eval=problem.instance.k_eval,
+            wall_time=time.perf_counter() - started,
+            stats=stats,
+            message="CP-SAT reports infeasible although a feasible plan was hinted",
+        )
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return plan_result(
+            problem, "cpsat", None, started, stats=stats, message="CP-SAT found no plan in time"
+        )
+    objective = solver.ObjectiveValue() * formulation.unit
+    bound = solver.BestObjectiveBound() * formulation.unit
+    stats["cp_objective_s"] = objective
+    stats["cp_bound_s"] = bound
+    plan = formulation.plan_from_choice(*built.vars.chosen(solver))
+    result = plan_result(
+        problem,
+        "cpsat",
+        plan,
+        started,
+        bound=bound,
+        proven_optimal=status == cp_model.OPTIMAL,
+        stats=stats,
+    )
+    tolerance = formulation.rounding_tolerance()
+    if result.makespan is not None and abs(result.makespan - objective) > tolerance:
+        result.status = Status.ERROR
+        result.message = (
+            f"CP-SAT objective {objective:.6f} s differs from its simulated plan "
+            f"{result.makespan:.6f} s by more than the time-unit tolerance {tolerance:.2e} s"
+        )
+    return result
+
+
+def solve(problem: Problem, options: SolveOptions) -> Result:
+    """CP-SAT warm-started from the better baseline improved by a short local search."""
+    from solvers.local import best_baseline, improve
+
+    started = time.perf_counter()
+    infeasible = unplaceable_result(problem, "cpsat", started)
+    if infeasible is not None:
+        return infeasible
+    start = best_baseline(problem)
+    if start is None:
+        return plan_result(
+            problem, "cpsat", None, started, message="no heuristic plan to start from"
+        )
+    start, _ = improve(problem, start, options, min(5.0, 0.1 * options.time_limit))
+    remaining = options.time_limit - (time.perf_counter() - started)
+    result = solve_with_hint(problem, options, start, remaining)
+    result.wall_time = time.perf_counter() - started
+    return result
