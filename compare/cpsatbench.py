@@ -45,12 +45,14 @@ def main(argv: list[str] | None = None) -> int:
         elapsed = time.perf_counter() - began
         k = problem.instance.k_eval
         stats = result.stats
+        step = (result.makespan or float("nan")) / k
+        bound = (result.bound or float("nan")) / k
+        gap = result.gap if result.gap is not None else float("nan")
         print(
             f"{problem.instance.name:<28} {problem.instance.hardware.num_gpus:>4} "
             f"{stats.get('booleans', 0):>6} {stats.get('intervals', 0):>9} "
             f"{stats.get('constraints', 0):>11} {result.status.value:>8} {elapsed:>7.1f} "
-            f"{(result.makespan or float('nan')) / k:>9.4f} {(result.bound or float('nan')) / k:>9.4f} "
-            f"{(result.gap if result.gap is not None else float('nan')):>8.4%}",
+            f"{step:>9.4f} {bound:>9.4f} {gap:>8.4%}",
             flush=True,
         )
         if result.message:
