@@ -154,11 +154,7 @@ class CostModel:
 
     def gemm_time(self, flops: float, tokens: float, inner: float) -> float:
         """``flops / (F * eff)`` with ``eff = M/(M+m_half) * K/(K+k_half)``."""
-        hw = self.hardware
-        eff = tokens / (tokens + hw.gemm_m_half)
-        if hw.gemm_k_half > 0:
-            eff *= inner / (inner + hw.gemm_k_half)
-        return flops / (hw.flops_per_gpu * eff)
+        return flops / (self.hardware.flops_per_gpu * self._efficiency(tokens, inner))
 
     def non_gemm_time(self, tokens: float) -> float:
         """Non-GEMM time of one layer and microbatch pass."""
@@ -280,6 +276,7 @@ class CostModel:
         return prefill + max(mb, pp) * total
 
     def _efficiency(self, tokens: float, inner: float) -> float:
+        """GEMM efficiency ``M/(M+m_half) * K/(K+k_half)`` (the K factor is 1 when k_half = 0)."""
         hw = self.hardware
         eff = tokens / (tokens + hw.gemm_m_half)
         if hw.gemm_k_half > 0:
