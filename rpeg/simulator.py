@@ -163,7 +163,7 @@ class Simulator:
 
     # -- per-plan coefficients ---------------------------------------------------------
 
-    def _lags(self, plan: Plan) -> list[float]:
+    def lags(self, plan: Plan) -> list[float]:
         """Lag of every template edge (data edges, then pub edges) under this plan."""
         placements = plan.placements
         cluster, cost, cache = self.cluster, self.cost, self._lag_cache
@@ -196,7 +196,8 @@ class Simulator:
             lags.append(lag)
         return lags
 
-    def _candidates(self, plan: Plan) -> list:
+    def candidates(self, plan: Plan) -> list:
+        """The candidate (time, memory) of every vertex under this plan."""
         directory = self.directory
         return [
             directory.candidate(index, placement.block.extent, placement.strategy)
@@ -209,7 +210,7 @@ class Simulator:
         Blocks are laminar, so the GPUs covered by the most vertices lie in
         some placed block: checking each distinct placed block suffices.
         """
-        candidates = candidates if candidates is not None else self._candidates(plan)
+        candidates = candidates if candidates is not None else self.candidates(plan)
         placements = plan.placements
         spans = {(p.block.start, p.block.end) for p in placements}
         model_of = self._model_of
@@ -233,7 +234,7 @@ class Simulator:
 
     def peak_memory(self, plan: Plan) -> list[float]:
         """Peak bytes of every GPU."""
-        candidates = self._candidates(plan)
+        candidates = self.candidates(plan)
         peaks = []
         for gpu in range(self.cluster.num_gpus):
             resident: dict[int, float] = {}
@@ -319,16 +320,16 @@ class Simulator:
 
     def evaluate(self, plan: Plan) -> Evaluation:
         """Makespan and worst memory violation of ``plan`` (the fast path)."""
-        candidates = self._candidates(plan)
+        candidates = self.candidates(plan)
         durations = [candidate.time for candidate in candidates]
-        _, end, placed = self._schedule(plan, durations, self._lags(plan))
+        _, end, placed = self._schedule(plan, durations, self.lags(plan))
         return Evaluation(max(end), self.memory_violation(plan, candidates), tuple(placed))
 
     def simulate(self, plan: Plan) -> Trace:
         """Full simulation: schedule, transfers, per-GPU memory and throughput."""
-        candidates = self._candidates(plan)
+        candidates = self.candidates(plan)
         durations = [candidate.time for candidate in candidates]
-        lags = self._lags(plan)
+        lags = self.lags(plan)
         start, end, _ = self._schedule(plan, durations, lags)
         count = self.num_vertices
         names = self.template.names

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
+from rpeg.candidates import CandidateDirectory
 from rpeg.context import Problem
 from rpeg.plan import Plan
+from rpeg.simulator import Simulator
 from solvers.result import Result, Status
 
 
@@ -90,3 +93,14 @@ def plan_result(
         stats=stats,
         message=message,
     )
+
+
+def baseline_result(
+    problem: Problem, solver: str, build: Callable[[CandidateDirectory, Simulator], Plan | None]
+) -> Result:
+    """Screen for unplaceable vertices, build a baseline plan and simulate it."""
+    started = time.perf_counter()
+    infeasible = unplaceable_result(problem, solver, started)
+    if infeasible is not None:
+        return infeasible
+    return plan_result(problem, solver, build(problem.directory, problem.simulator), started)

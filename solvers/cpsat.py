@@ -143,6 +143,7 @@ class CpSatModel:
         self.model = cp_model.CpModel()
         self.vars = CpSatVariables(self.model, formulation)
         self._level_literals: dict[tuple[int, int, str], cp_model.IntVar | None] = {}
+        self._representatives: dict[tuple[int, int, str], object] = {}
         self._layout_literals: dict[tuple[int, int, tuple[int, int]], cp_model.IntVar | None] = {}
         self._select_one_candidate()
         self._gpu_exclusivity()
@@ -171,6 +172,23 @@ class CpSatModel:
                 self.model.Add(literal == sum(members))
             self._level_literals[key] = literal
         return self._level_literals[key]
+
+    def _representative(self, vertex: int, target: int, level: str):
+        """A block of ``vertex`` other than ``target`` spanning ``level`` with it.
+
+        Pub lags to another block depend only on that level and the target, so
+        any such block gives the exact lag.
+        """
+        key = (vertex, target, level)
+        if key not in self._representatives:
+            f = self.formulation
+            cluster = f.problem.directory.cluster
+            self._representatives[key] = next(
+                f.blocks[b]
+                for b in self.vars.on_block[vertex]
+                if b != target and cluster.span_level(f.blocks[b], f.blocks[target]) == level
+            )
+        return self._representatives[key]
 
     def _other_layout_on(self, vertex: int, target: int, layout: tuple[int, int]):
         """Literal: ``vertex`` sits on block ``target`` with a (tp, pp) other than ``layout``."""
@@ -245,15 +263,7 @@ class CpSatModel:
                             elsewhere = self._elsewhere_at_level(src, block, level)
                             if elsewhere is None:
                                 continue
-                            source_block = next(
-                                f.blocks[b]
-                                for b in v.on_block[src]
-                                if b != block
-                                and f.problem.directory.cluster.span_level(
-                                    f.blocks[b], target.block
-                                )
-                                == level
-                            )
+                            source_block = self._representative(src, block, level)
                             lag = f.pub_lag(model_name, source_block, None, target)
                             if lag > 0:
                                 model.Add(v.start[after] >= v.end[before] + lag).OnlyEnforceIf(

@@ -55,9 +55,9 @@ class _OrderSearch:
         simulator = problem.simulator
         self.count = simulator.num_vertices
         self.runs = simulator.num_runs
-        candidates = simulator._candidates(plan)
+        candidates = simulator.candidates(plan)
         self.duration = [candidates[r % self.count].time for r in range(self.runs)]
-        lags = simulator._lags(plan)
+        lags = simulator.lags(plan)
         preds, succs, _ = simulator.graph(plan.staleness)
         self.preds = [
             [(p, lags[e] if e >= 0 else 0.0) for p, e in preds[r]] for r in range(self.runs)
