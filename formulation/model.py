@@ -74,30 +74,125 @@ class Formulation:
     gpu_units: tuple[tuple[int, int], ...]
     upper_bound: float
     stats: dict = field(default_factory=dict)
+    _elsewhere: dict = field(default_factory=dict, repr=False)
 
     # -- coefficients ------------------------------------------------------------------
 
-    def data_lag(self, first: Block, second: Block) -> int:
-        """Lag (units, rounded down) of a data edge between blocks."""
-        if first == second:
-            return 0
-        level = self.problem.directory.cluster.span_level(first, second)
+    def data_lag_at(self, level: str) -> int:
+        """Lag (units, rounded down) of a data edge between two different blocks at ``level``."""
         return self.to_units(self.problem.directory.cost.data_lag(False, level))
 
-    def pub_lag(
-        self, model: str, source: Block, source_layout: tuple[int, int] | None, target: Assignment
-    ) -> int:
-        """Lag (units, rounded down) of a pub edge from ``source`` to the user's assignment.
+    def pub_lag_at(self, model: str, level: str, target: Assignment) -> int:
+        """Lag (units) of a pub edge from another block spanning ``level`` with the user's block.
 
-        ``source_layout`` matters only on the same block (None: any layout
-        other than the target's).
+        A p2p of the user's weight shard: it depends on the level and the
+        user's (tp, pp) only, not on where exactly the source block lies.
         """
-        cost, cluster = self.problem.directory.cost, self.problem.directory.cluster
-        same_block = source == target.block
-        level = target.block.level if same_block else cluster.span_level(source, target.block)
-        same_layout = same_block and source_layout == target.layout
-        seconds = cost.pub_lag(model, same_block, same_layout, level, target.candidate.strategy)
+        cost = self.problem.directory.cost
+        return self.to_units(cost.pub_lag(model, False, False, level, target.candidate.strategy))
+
+    def reshard_lag(self, model: str, target: Assignment) -> int:
+        """Lag (units) of a pub edge on the user's own block from another (tp, pp) layout."""
+        cost = self.problem.directory.cost
+        seconds = cost.pub_lag(model, True, False, target.block.level, target.candidate.strategy)
         return self.to_units(seconds)
+
+    def blocks_of(self, vertex: int) -> tuple[int, ...]:
+        """Indices of the blocks ``vertex`` can be placed on."""
+        return tuple(sorted({self.block_index[a.block] for a in self.assignments[vertex]}))
+
+    def assignments_on(self, vertex: int, block: int) -> tuple[int, ...]:
+        """Indices of ``vertex``'s assignments on block ``block``."""
+        return tuple(
+            index
+            for index, a in enumerate(self.assignments[vertex])
+            if self.block_index[a.block] == block
+        )
+
+    def elsewhere_blocks(self, vertex: int, target: int, level: str) -> tuple[int, ...]:
+        """Blocks of ``vertex`` other than ``target`` whose span with it has ``level``."""
+        key = (vertex, target, level)
+        found = self._elsewhere.get(key)
+        if found is None:
+            cluster = self.problem.directory.cluster
+            target_block = self.blocks[target]
+            found = tuple(
+                b
+                for b in self.blocks_of(vertex)
+                if b != target and cluster.span_level(self.blocks[b], target_block) == level
+            )
+            self._elsewhere[key] = found
+        return found
+
+    def other_layout_assignments(
+        self, vertex: int, target: int, layout: tuple[int, int]
+    ) -> tuple[int, ...]:
+        """Assignments of ``vertex`` on block ``target`` with a (tp, pp) other than ``layout``."""
+        return tuple(
+            index
+            for index in self.assignments_on(vertex, target)
+            if self.assignments[vertex][index].layout != layout
+        )
+
+    def covering(self, vertex: int, unit: tuple[int, int]) -> tuple[int, ...]:
+        """Assignments of ``vertex`` whose block covers the GPU unit ``unit``."""
+        low, high = unit
+        return tuple(
+            index
+            for index, a in enumerate(self.assignments[vertex])
+            if a.block.start <= low and high <= a.block.end
+        )
+
+    def always_before(self) -> set[tuple[int, int]]:
+        """Run pairs (r1, r2) ordered by data and chain edges under every staleness."""
+        successors: dict[int, list[int]] = {}
+        for step in range(self.k_eval):
+            for src, dst in self.data_edges:
+                successors.setdefault(self.run(src, step), []).append(self.run(dst, step))
+            if step > 0:
+                for vertex in range(self.num_vertices):
+                    successors.setdefault(self.run(vertex, step - 1), []).append(
+                        self.run(vertex, step)
+                    )
+        ordered = set()
+        for run in range(self.num_runs):
+            stack, seen = list(successors.get(run, ())), set()
+            while stack:
+                nxt = stack.pop()
+                if nxt in seen:
+                    continue
+                seen.add(nxt)
+                ordered.add((run, nxt))
+                stack.extend(successors.get(nxt, ()))
+        return ordered
+
+    def conflict_pairs(self) -> list[tuple[int, int, tuple[tuple[int, int], ...]]]:
+        """Run pairs that may share GPUs with no fixed order, with the GPU units they may share.
+
+        Runs of one vertex are chained, and pairs ordered by data or chain
+        edges under every staleness need no ordering decision.
+        """
+        shared_units: dict[tuple[int, int], tuple[tuple[int, int], ...]] = {}
+        for first in range(self.num_vertices):
+            for second in range(first + 1, self.num_vertices):
+                units = tuple(
+                    unit
+                    for unit in self.gpu_units
+                    if self.covering(first, unit) and self.covering(second, unit)
+                )
+                if units:
+                    shared_units[(first, second)] = units
+        ordered = self.always_before()
+        pairs = []
+        for r1 in range(self.num_runs):
+            for r2 in range(r1 + 1, self.num_runs):
+                v1, v2 = r1 % self.num_vertices, r2 % self.num_vertices
+                if v1 == v2 or (r1, r2) in ordered or (r2, r1) in ordered:
+                    continue
+                units = shared_units.get((min(v1, v2), max(v1, v2)))
+                if units:
+                    pairs.append((r1, r2, units))
+        return pairs
 
     def to_units(self, seconds: float) -> int:
         """Seconds to integer units, rounded down (keeps bounds valid)."""

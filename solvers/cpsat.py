@@ -27,6 +27,7 @@ from ortools.sat.python import cp_model
 
 from formulation import Formulation, build_formulation
 from rpeg.context import Problem
+from rpeg.instance import LEVELS
 from rpeg.plan import Plan
 from solvers.common import plan_result, unplaceable_result
 from solvers.options import SolveOptions
@@ -143,7 +144,6 @@ class CpSatModel:
         self.model = cp_model.CpModel()
         self.vars = CpSatVariables(self.model, formulation)
         self._level_literals: dict[tuple[int, int, str], cp_model.IntVar | None] = {}
-        self._representatives: dict[tuple[int, int, str], object] = {}
         self._layout_literals: dict[tuple[int, int, tuple[int, int]], cp_model.IntVar | None] = {}
         self._select_one_candidate()
         self._gpu_exclusivity()
@@ -154,57 +154,32 @@ class CpSatModel:
 
     # -- helper literals -----------------------------------------------------------------
 
+    def _sum_literal(self, name: str, members: list):
+        """A Boolean equal to the sum of mutually exclusive literals (None if there are none)."""
+        if not members:
+            return None
+        literal = self.model.NewBoolVar(name)
+        self.model.Add(literal == sum(members))
+        return literal
+
     def _elsewhere_at_level(self, vertex: int, target: int, level: str):
         """Literal: ``vertex`` is on a block other than ``target`` spanning ``level`` with it."""
         key = (vertex, target, level)
         if key not in self._level_literals:
-            f = self.formulation
-            cluster = f.problem.directory.cluster
-            target_block = f.blocks[target]
-            members = [
-                literal
-                for block, literal in self.vars.on_block[vertex].items()
-                if block != target and cluster.span_level(f.blocks[block], target_block) == level
-            ]
-            literal = None
-            if members:
-                literal = self.model.NewBoolVar(f"at[{vertex},{target},{level}]")
-                self.model.Add(literal == sum(members))
-            self._level_literals[key] = literal
+            blocks = self.formulation.elsewhere_blocks(vertex, target, level)
+            members = [self.vars.on_block[vertex][b] for b in blocks]
+            self._level_literals[key] = self._sum_literal(f"at[{vertex},{target},{level}]", members)
         return self._level_literals[key]
-
-    def _representative(self, vertex: int, target: int, level: str):
-        """A block of ``vertex`` other than ``target`` spanning ``level`` with it.
-
-        Pub lags to another block depend only on that level and the target, so
-        any such block gives the exact lag.
-        """
-        key = (vertex, target, level)
-        if key not in self._representatives:
-            f = self.formulation
-            cluster = f.problem.directory.cluster
-            self._representatives[key] = next(
-                f.blocks[b]
-                for b in self.vars.on_block[vertex]
-                if b != target and cluster.span_level(f.blocks[b], f.blocks[target]) == level
-            )
-        return self._representatives[key]
 
     def _other_layout_on(self, vertex: int, target: int, layout: tuple[int, int]):
         """Literal: ``vertex`` sits on block ``target`` with a (tp, pp) other than ``layout``."""
         key = (vertex, target, layout)
         if key not in self._layout_literals:
-            f = self.formulation
-            members = [
-                x
-                for x, a in zip(self.vars.assign[vertex], f.assignments[vertex], strict=True)
-                if f.block_index[a.block] == target and a.layout != layout
-            ]
-            literal = None
-            if members:
-                literal = self.model.NewBoolVar(f"lay[{vertex},{target},{layout}]")
-                self.model.Add(literal == sum(members))
-            self._layout_literals[key] = literal
+            indices = self.formulation.other_layout_assignments(vertex, target, layout)
+            members = [self.vars.assign[vertex][a] for a in indices]
+            self._layout_literals[key] = self._sum_literal(
+                f"lay[{vertex},{target},{layout}]", members
+            )
         return self._layout_literals[key]
 
     # -- constraint families ----------------------------------------------------------------
@@ -227,11 +202,10 @@ class CpSatModel:
     def _precedence(self) -> None:
         """Chain edges, and data edges with their exact pairwise lags."""
         f, v, model = self.formulation, self.vars, self.model
-        cost = f.problem.directory.cost
         for step in range(1, f.k_eval):
             for vertex in range(f.num_vertices):
                 model.Add(v.start[f.run(vertex, step)] >= v.end[f.run(vertex, step - 1)])
-        data_lags = {level: f.to_units(cost.data_lag(False, level)) for level in ("g", "n", "r")}
+        data_lags = {level: f.data_lag_at(level) for level in LEVELS}
         for step in range(f.k_eval):
             for src, dst in f.data_edges:
                 before, after = f.run(src, step), f.run(dst, step)
@@ -259,23 +233,19 @@ class CpSatModel:
                     model.Add(v.start[after] >= v.end[before]).OnlyEnforceIf(chosen)
                     for x, target in zip(v.assign[dst], f.assignments[dst], strict=True):
                         block = f.block_index[target.block]
-                        for level in ("g", "n", "r"):
+                        for level in LEVELS:
                             elsewhere = self._elsewhere_at_level(src, block, level)
-                            if elsewhere is None:
-                                continue
-                            source_block = self._representative(src, block, level)
-                            lag = f.pub_lag(model_name, source_block, None, target)
-                            if lag > 0:
+                            lag = f.pub_lag_at(model_name, level, target)
+                            if elsewhere is not None and lag > 0:
                                 model.Add(v.start[after] >= v.end[before] + lag).OnlyEnforceIf(
                                     [chosen, x, elsewhere]
                                 )
                         other_layout = self._other_layout_on(src, block, target.layout)
-                        if other_layout is not None:
-                            lag = f.pub_lag(model_name, target.block, None, target)
-                            if lag > 0:
-                                model.Add(v.start[after] >= v.end[before] + lag).OnlyEnforceIf(
-                                    [chosen, x, other_layout]
-                                )
+                        lag = f.reshard_lag(model_name, target)
+                        if other_layout is not None and lag > 0:
+                            model.Add(v.start[after] >= v.end[before] + lag).OnlyEnforceIf(
+                                [chosen, x, other_layout]
+                            )
 
     def _memory_capacity(self) -> None:
         """Per GPU: Σ over models of the largest resident + the largest transient ≤ capacity."""
@@ -283,14 +253,13 @@ class CpSatModel:
         template = f.problem.directory.template
         capacity = f.memory_capacity
         for low, high in f.gpu_units:
-            covering = []
-            for vertex, items in enumerate(f.assignments):
-                terms = [
-                    (a, x)
-                    for a, x in zip(items, v.assign[vertex], strict=True)
-                    if a.block.start <= low and high <= a.block.end
+            covering = [
+                [
+                    (f.assignments[vertex][a], v.assign[vertex][a])
+                    for a in f.covering(vertex, (low, high))
                 ]
-                covering.append(terms)
+                for vertex in range(f.num_vertices)
+            ]
             if not any(covering):
                 continue
             residents = {}
