@@ -224,7 +224,7 @@ class Formulation:
         raise KeyError(f"placement of vertex {vertex} is not among its assignments")
 
     def plan_from_choice(
-        self, chosen: list[int], staleness: dict[str, int], starts: list[int] | None
+        self, chosen: list[int], staleness: dict[str, int], starts: list[float] | None
     ) -> Plan:
         """A plan from chosen assignment indices, staleness and (optionally) run starts."""
         placements = tuple(
@@ -233,7 +233,9 @@ class Formulation:
         )
         order = None
         if starts is not None:
-            runs = sorted(range(self.num_runs), key=lambda r: (starts[r], r))
+            # Starts in units; rounding absorbs a MILP solver's float noise, and
+            # ties go by run id, which is a topological order of the runs.
+            runs = sorted(range(self.num_runs), key=lambda r: (round(starts[r]), r))
             order = tuple((r % self.num_vertices, r // self.num_vertices) for r in runs)
         return Plan(placements, make_staleness(staleness), order)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 
@@ -18,6 +19,7 @@ BACKENDS: dict[str, str] = {
     "exhaustive": "solvers.exhaustive",
     "cpsat": "solvers.cpsat",
     "auto": "solvers.auto",
+    "milp": "solvers.milp",
 }
 
 
@@ -29,9 +31,18 @@ def get_solver(name: str) -> Callable[[Problem, SolveOptions], Result]:
     InputError
         For an unknown backend name.
     """
+    if name.startswith("milp:"):
+        engine = name.split(":", 1)[1]
+        if not engine:
+            raise InputError("--solver", "milp:NAME needs a solver name, e.g. milp:cbc")
+        from solvers import milp
+
+        milp.check_engine(engine)
+        return functools.partial(milp.solve, engine=engine)
     module = BACKENDS.get(name)
     if module is None:
-        raise InputError("--solver", f"unknown solver {name!r} (available: {', '.join(BACKENDS)})")
+        known = ", ".join(BACKENDS)
+        raise InputError("--solver", f"unknown solver {name!r} (available: {known}, milp:NAME)")
     return importlib.import_module(module).solve
 
 

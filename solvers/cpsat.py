@@ -11,7 +11,8 @@ Constraint families (the same names as in ``solvers.milp``):
 range), ``_precedence`` (data and chain edges with exact pairwise lags),
 ``_staleness`` (pub edges switched on by the staleness Booleans, with their
 exact lags), ``_memory_capacity`` (per-GPU static residency rule, linear),
-``_objective`` (makespan of ``k_eval`` steps).
+``_objective`` (makespan of ``k_eval`` steps), and ``_gpu_load`` (redundant:
+the makespan covers each GPU unit's total run time).
 
 Durations and lags are rounded down to the time unit of the formulation, so
 the proven bound is a valid lower bound on the true optimum. No symmetry
@@ -151,6 +152,7 @@ class CpSatModel:
         self._staleness()
         self._memory_capacity()
         self._objective()
+        self._gpu_load()
 
     # -- helper literals -----------------------------------------------------------------
 
@@ -281,6 +283,23 @@ class CpSatModel:
             model.Add(v.makespan >= v.end[f.run(vertex, f.k_eval - 1)])
         model.Minimize(v.makespan)
 
+    def _gpu_load(self) -> None:
+        """Redundant constraint: the makespan covers each GPU unit's total run time.
+
+        Implied by ``_gpu_exclusivity``; it gives the search a global bound
+        early (the same valid inequality as in the MILP).
+        """
+        f, v, model = self.formulation, self.vars, self.model
+        for unit in f.gpu_units:
+            model.Add(
+                v.makespan
+                >= sum(
+                    f.k_eval * f.assignments[vertex][i].duration * v.assign[vertex][i]
+                    for vertex in range(f.num_vertices)
+                    for i in f.covering(vertex, unit)
+                )
+            )
+
     def sizes(self) -> dict[str, int]:
         """Model size: Booleans, intervals, constraints."""
         proto = self.model.Proto()
@@ -376,18 +395,17 @@ def solve_with_hint(
 
 def solve(problem: Problem, options: SolveOptions) -> Result:
     """CP-SAT warm-started from the better baseline improved by a short local search."""
-    from solvers.local import best_baseline, improve
+    from solvers.local import warm_start_plan
 
     started = time.perf_counter()
     infeasible = unplaceable_result(problem, "cpsat", started)
     if infeasible is not None:
         return infeasible
-    start = best_baseline(problem)
+    start = warm_start_plan(problem, options)
     if start is None:
         return plan_result(
             problem, "cpsat", None, started, message="no heuristic plan to start from"
         )
-    start, _ = improve(problem, start, options, min(5.0, 0.1 * options.time_limit))
     remaining = options.time_limit - (time.perf_counter() - started)
     result = solve_with_hint(problem, options, start, remaining)
     result.wall_time = time.perf_counter() - started

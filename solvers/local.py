@@ -77,3 +77,22 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
     plan, stats = improve(problem, start, options, remaining)
     message = "interrupted: best plan so far" if stats["interrupted"] else ""
     return plan_result(problem, "local", plan, started, stats=stats, message=message)
+
+
+#: Evaluation budget of the local search that warm-starts the exact backends.
+WARM_START_EVALUATIONS = 20_000
+
+
+def warm_start_plan(problem: Problem, options: SolveOptions) -> Plan | None:
+    """The exact backends' start: the better baseline improved by a short local search.
+
+    The search is bounded by :data:`WARM_START_EVALUATIONS` (and at most 5 s
+    or a tenth of the time limit), so for a given seed the exact models built
+    from it are the same from run to run.
+    """
+    start = best_baseline(problem)
+    if start is None:
+        return None
+    budget = min(problem.instance.optimizer.e_max, WARM_START_EVALUATIONS)
+    plan, _ = improve(problem, start, options, min(5.0, 0.1 * options.time_limit), budget)
+    return plan
