@@ -1,6 +1,6 @@
 """Command line: plan RL-for-LLM training steps on GPU clusters.
 
-Subcommands: check, baseline, simulate, solve, export. Bad input prints one line
+Subcommands: check, baseline, simulate, solve, export, compare. Bad input prints one line
 naming the problem and exits with code 2.
 """
 
@@ -281,6 +281,32 @@ def command_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def command_compare(args: argparse.Namespace) -> int:
+    """Benchmark solvers over a suite of instances."""
+    from compare.runner import BenchmarkSettings, run_benchmark
+    from compare.suite import DEFAULT_SUITE, load_suite
+
+    if args.instances and args.suite:
+        raise InputError("--suite", "give instance files or --suite, not both")
+    instances = list(args.instances) or list(load_suite(args.suite or DEFAULT_SUITE).instances)
+    solvers = [name.strip() for name in args.solvers.split(",") if name.strip()]
+    if not solvers:
+        raise InputError("--solvers", "name at least one solver")
+    settings = BenchmarkSettings(
+        instances=instances,
+        solvers=solvers,
+        time_limit=args.time_limit,
+        repeats=args.repeats,
+        executor=args.executor,
+        workers=args.workers if args.workers is not None else max(1, (os.cpu_count() or 1) // 2),
+        out=args.out,
+        seed=args.seed,
+        ray_address=args.ray_address,
+        quiet=args.quiet,
+    )
+    return run_benchmark(settings)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(
@@ -317,6 +343,21 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", required=True, help="file to write")
     export.add_argument("--seed", type=int, help="seed of the warm-start search")
     export.set_defaults(handler=command_export)
+    compare = commands.add_parser("compare", help="benchmark solvers over an instance suite")
+    compare.add_argument("instances", nargs="*", help="instance files (default: the default suite)")
+    compare.add_argument("--suite", help="suite file (default instances/suites/default.yaml)")
+    compare.add_argument("--solvers", default="greedy,concurrent,local,cpsat,milp")
+    compare.add_argument("--time-limit", type=float, default=60.0, help="seconds per cell")
+    compare.add_argument("--repeats", type=int, default=1)
+    compare.add_argument(
+        "--seed", type=int, default=0, help="seed of repeat 0 (repeat r uses seed+r)"
+    )
+    compare.add_argument("--executor", choices=("local", "ray"), default="local")
+    compare.add_argument("--workers", type=int, help="local worker processes (default cores/2)")
+    compare.add_argument("--ray-address", help="address of an existing Ray cluster")
+    compare.add_argument("--out", required=True, help="results folder (rerun to resume)")
+    compare.add_argument("--quiet", action="store_true", help="no progress bar")
+    compare.set_defaults(handler=command_compare)
     return parser
 
 

@@ -1,0 +1,93 @@
+"""One benchmark cell: (instance, solver, repeat), solved in a worker."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Cell:
+    """What to run: an instance file (and its text), a solver name, a repeat index.
+
+    The instance travels as text so that a worker on another machine (a Ray
+    cluster) needs no access to the driver's files.
+    """
+
+    instance: str
+    solver: str
+    repeat: int
+    text: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        """Identity used to skip finished cells on resume."""
+        return (instance_name(self.instance), self.solver, self.repeat)
+
+
+def instance_name(path: str) -> str:
+    """An instance's name: its file stem."""
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+def run_cell(cell: Cell, time_limit: float, threads: int, seed: int) -> dict:
+    """Solve one cell and return its record (runs in a worker process or Ray task).
+
+    The record holds: status, simulated step time and makespan, the proven
+    bound (on the makespan), wall time, the time to the first plan and to
+    within 1% of the final value (from the incumbent history), and the
+    history itself.
+    """
+    from rpeg.context import Problem
+    from rpeg.errors import InputError
+    from rpeg.instance import parse_instance
+    from rpeg.yamlio import loads
+    from solvers import get_solver
+    from solvers.options import SolveOptions
+    from solvers.progress import SilentProgress
+
+    started = time.perf_counter()
+    record = {
+        "instance": instance_name(cell.instance),
+        "solver": cell.solver,
+        "repeat": cell.repeat,
+        "seed": seed,
+    }
+    try:
+        name = instance_name(cell.instance)
+        problem = Problem.from_instance(parse_instance(loads(cell.text, cell.instance), name))
+        solve = get_solver(cell.solver)
+        progress = SilentProgress()
+        result = solve(
+            problem,
+            SolveOptions(time_limit=time_limit, threads=threads, seed=seed, progress=progress),
+        )
+    except InputError as exc:
+        record.update(
+            status="ERROR", message=str(exc), wall_time_s=time.perf_counter() - started, history=[]
+        )
+        return record
+    wall = time.perf_counter() - started
+    history = sorted(progress.history)
+    if result.makespan is not None and (not history or history[-1][1] > result.makespan):
+        history.append((wall, result.makespan))
+    first = history[0][0] if history else None
+    within = None
+    if result.makespan is not None:
+        within = next(t for t, best in history if best <= result.makespan * 1.01)
+    k = problem.instance.k_eval
+    record.update(
+        status=result.status.value,
+        k_eval=k,
+        step_time=result.step_time,
+        makespan=result.makespan,
+        bound=result.bound,
+        gap=result.gap,
+        wall_time_s=wall,
+        time_to_first_plan_s=first,
+        time_to_1pct_s=within,
+        message=result.message,
+        history=history,
+    )
+    return record
