@@ -9,7 +9,10 @@ from rpeg.errors import InputError
 from rpeg.yamlio import read_yaml_file
 
 DEFAULT_SUITE = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "instances", "suites", "default.yaml"
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    "instances",
+    "suites",
+    "default.yaml",
 )
 
 

@@ -190,7 +190,8 @@ def write_gap_over_time(
     import matplotlib.pyplot as plt
 
     bounds = best_bounds(records)
-    grid = [time_limit * i / 200 for i in range(201)]
+    low = min(0.01, time_limit / 100)
+    grid = [low * (time_limit / low) ** (i / 200) for i in range(201)]
     figure, axes = plt.subplots(figsize=(7, 4.5))
     for solver in solvers:
         rows = [r for r in records if r["solver"] == solver and r["instance"] in bounds]
@@ -208,7 +209,8 @@ def write_gap_over_time(
                     gaps.append(max(0.0, (best - bounds[row["instance"]]) / best))
             curve.append(statistics.fmean(gaps))
         axes.step(grid, curve, where="post", label=solver)
-    axes.set_xlabel("time (s)")
+    axes.set_xscale("log")
+    axes.set_xlabel("time (s, log scale)")
     axes.set_ylabel("mean gap to the best bound")
     axes.set_ylim(0, 1.02)
     axes.set_title("Gap over time (no plan yet counts as 100%)")
