@@ -51,6 +51,10 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
         except KeyboardInterrupt:
             exact = None
             message = "interrupted during CP-SAT: local plan kept"
+        except (MemoryError, RuntimeError, ValueError) as exc:
+            # The portfolio's promise: an exact backend failing never loses the local plan.
+            exact = None
+            message = f"CP-SAT failed ({type(exc).__name__}: {exc}); local plan kept"
         if exact is not None:
             stats["cpsat"] = {k: v for k, v in exact.stats.items()}
             stats["cpsat_status"] = exact.status.value
