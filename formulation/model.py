@@ -75,6 +75,7 @@ class Formulation:
     upper_bound: float
     stats: dict = field(default_factory=dict)
     _elsewhere: dict = field(default_factory=dict, repr=False)
+    _covering: dict = field(default_factory=dict, repr=False)
 
     # -- coefficients ------------------------------------------------------------------
 
@@ -98,16 +99,25 @@ class Formulation:
         return self.to_units(seconds)
 
     def blocks_of(self, vertex: int) -> tuple[int, ...]:
-        """Indices of the blocks ``vertex`` can be placed on."""
-        return tuple(sorted({self.block_index[a.block] for a in self.assignments[vertex]}))
+        """Indices of the blocks ``vertex`` can be placed on (cached)."""
+        key = ("blocks", vertex)
+        found = self._covering.get(key)
+        if found is None:
+            found = tuple(sorted({self.block_index[a.block] for a in self.assignments[vertex]}))
+            self._covering[key] = found
+        return found
 
     def assignments_on(self, vertex: int, block: int) -> tuple[int, ...]:
-        """Indices of ``vertex``'s assignments on block ``block``."""
-        return tuple(
-            index
-            for index, a in enumerate(self.assignments[vertex])
-            if self.block_index[a.block] == block
-        )
+        """Indices of ``vertex``'s assignments on block ``block`` (cached)."""
+        key = ("on", vertex)
+        grouped = self._covering.get(key)
+        if grouped is None:
+            grouped = {}
+            for index, a in enumerate(self.assignments[vertex]):
+                grouped.setdefault(self.block_index[a.block], []).append(index)
+            grouped = {b: tuple(indices) for b, indices in grouped.items()}
+            self._covering[key] = grouped
+        return grouped.get(block, ())
 
     def elsewhere_blocks(self, vertex: int, target: int, level: str) -> tuple[int, ...]:
         """Blocks of ``vertex`` other than ``target`` whose span with it has ``level``."""
@@ -135,13 +145,58 @@ class Formulation:
         )
 
     def covering(self, vertex: int, unit: tuple[int, int]) -> tuple[int, ...]:
-        """Assignments of ``vertex`` whose block covers the GPU unit ``unit``."""
+        """Assignments of ``vertex`` whose block covers the GPU unit ``unit`` (cached)."""
+        key = (vertex, unit)
+        found = self._covering.get(key)
+        if found is None:
+            low, high = unit
+            found = tuple(
+                index
+                for index, a in enumerate(self.assignments[vertex])
+                if a.block.start <= low and high <= a.block.end
+            )
+            self._covering[key] = found
+        return found
+
+    def covering_blocks(self, vertex: int, unit: tuple[int, int]) -> tuple[int, ...]:
+        """Blocks of ``vertex`` that cover the GPU unit ``unit``."""
         low, high = unit
         return tuple(
-            index
-            for index, a in enumerate(self.assignments[vertex])
-            if a.block.start <= low and high <= a.block.end
+            b
+            for b in self.blocks_of(vertex)
+            if self.blocks[b].start <= low and high <= self.blocks[b].end
         )
+
+    def maximal_units(self, vertices: tuple[int, ...] | None = None) -> tuple[tuple[int, int], ...]:
+        """GPU units whose constraints are not implied by another unit's.
+
+        A unit whose covering assignments (for every vertex in ``vertices``)
+        are a subset of another unit's has a peak memory, a load and a set of
+        possible conflicts no larger than that unit's; its memory, load and
+        exclusivity constraints are implied, so only the maximal units are
+        kept (one per group of identical ones).
+        """
+        vertices = tuple(range(self.num_vertices)) if vertices is None else vertices
+        key = ("maximal", vertices)
+        found = self._covering.get(key)
+        if found is None:
+            signatures: dict[tuple, tuple[int, int]] = {}
+            for unit in self.gpu_units:
+                signature = tuple(frozenset(self.covering(v, unit)) for v in vertices)
+                if any(signature) and signature not in signatures:
+                    signatures[signature] = unit
+            items = list(signatures.items())
+            found = tuple(
+                unit
+                for signature, unit in items
+                if not any(
+                    other != signature
+                    and all(a <= b for a, b in zip(signature, other, strict=True))
+                    for other, _ in items
+                )
+            )
+            self._covering[key] = found
+        return found
 
     def always_before(self) -> set[tuple[int, int]]:
         """Run pairs (r1, r2) ordered by data and chain edges under every staleness."""
@@ -177,7 +232,7 @@ class Formulation:
             for second in range(first + 1, self.num_vertices):
                 units = tuple(
                     unit
-                    for unit in self.gpu_units
+                    for unit in self.maximal_units((first, second))
                     if self.covering(first, unit) and self.covering(second, unit)
                 )
                 if units:

@@ -254,7 +254,7 @@ class CpSatModel:
         f, v, model = self.formulation, self.vars, self.model
         template = f.problem.directory.template
         capacity = f.memory_capacity
-        for low, high in f.gpu_units:
+        for low, high in f.maximal_units():
             covering = [
                 [
                     (f.assignments[vertex][a], v.assign[vertex][a])
@@ -290,7 +290,7 @@ class CpSatModel:
         early (the same valid inequality as in the MILP).
         """
         f, v, model = self.formulation, self.vars, self.model
-        for unit in f.gpu_units:
+        for unit in f.maximal_units():
             model.Add(
                 v.makespan
                 >= sum(

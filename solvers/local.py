@@ -86,13 +86,14 @@ WARM_START_EVALUATIONS = 20_000
 def warm_start_plan(problem: Problem, options: SolveOptions) -> Plan | None:
     """The exact backends' start: the better baseline improved by a short local search.
 
-    The search is bounded by :data:`WARM_START_EVALUATIONS` (and at most 5 s
-    or a tenth of the time limit), so for a given seed the exact models built
-    from it are the same from run to run.
+    The search is bounded by :data:`WARM_START_EVALUATIONS` evaluations (the
+    solve's time limit is only a safety net), so for a given seed the exact
+    models built from it are the same from run to run, whatever the load of
+    the machine.
     """
     start = best_baseline(problem)
     if start is None:
         return None
     budget = min(problem.instance.optimizer.e_max, WARM_START_EVALUATIONS)
-    plan, _ = improve(problem, start, options, min(5.0, 0.1 * options.time_limit), budget)
+    plan, _ = improve(problem, start, options, options.time_limit, budget)
     return plan

@@ -83,6 +83,12 @@ class MilpVariables:
             dimen=2,
         )
         model.x = pyo.Var(model.assignment_index, domain=pyo.Binary)
+        model.block_index = pyo.Set(
+            initialize=[(v, b) for v in range(f.num_vertices) for b in f.blocks_of(v)], dimen=2
+        )
+        # Block indicators: y[v, b] = Σ x[v, a] over assignments on b (set by
+        # ``_select_one_candidate``); they keep every block-level sum short.
+        model.y = pyo.Var(model.block_index, bounds=(0, 1))
         model.staleness_index = pyo.Set(
             initialize=[(m, s) for m, choices in f.staleness_choices.items() for s in choices],
             dimen=2,
@@ -92,6 +98,7 @@ class MilpVariables:
         model.makespan = pyo.Var(bounds=(0, self.horizon))
         self.pairs = f.conflict_pairs()
         model.order = pyo.Var(range(len(self.pairs)), domain=pyo.Binary)
+        self.y = model.y
         self.x, self.s, self.start, self.makespan, self.order = (
             model.x,
             model.s,
@@ -119,8 +126,11 @@ class MilpVariables:
 
     def on_blocks(self, vertex: int, blocks) -> object:
         """1 when ``vertex`` is on one of ``blocks``."""
-        f = self.formulation
-        return sum(self.chosen_sum(vertex, f.assignments_on(vertex, b)) for b in blocks)
+        return sum(self.y[vertex, b] for b in blocks)
+
+    def covers(self, vertex: int, unit: tuple[int, int]) -> object:
+        """1 when ``vertex``'s block covers the GPU unit ``unit``."""
+        return self.on_blocks(vertex, self.formulation.covering_blocks(vertex, unit))
 
     # -- warm start ----------------------------------------------------------------------
 
@@ -130,6 +140,9 @@ class MilpVariables:
         for vertex, items in enumerate(f.assignments):
             for index in range(len(items)):
                 self.x[vertex, index].value = int(index == chosen[vertex])
+            block = f.block_index[items[chosen[vertex]].block]
+            for b in f.blocks_of(vertex):
+                self.y[vertex, b].value = int(b == block)
         for m, s in self.s:
             self.s[m, s].value = int(s == staleness[m])
         ends = []
@@ -182,6 +195,10 @@ class MilpModel:
         family = self._family("select_one_candidate")
         for vertex, items in enumerate(f.assignments):
             family.add(v.chosen_sum(vertex, range(len(items))) == 1)
+            for block in f.blocks_of(vertex):
+                family.add(
+                    v.y[vertex, block] == v.chosen_sum(vertex, f.assignments_on(vertex, block))
+                )
         for m, choices in f.staleness_choices.items():
             family.add(sum(v.s[m, s] for s in choices) == 1)
 
@@ -268,9 +285,10 @@ class MilpModel:
         family = self._family("memory_capacity")
         capacity = f.memory_capacity / GB
         models = sorted({vertex.model for vertex in template.vertices})
-        model.resident = pyo.Var(models, range(len(f.gpu_units)), bounds=(0, capacity))
-        model.transient = pyo.Var(range(len(f.gpu_units)), bounds=(0, capacity))
-        for unit_index, unit in enumerate(f.gpu_units):
+        units = f.maximal_units()
+        model.resident = pyo.Var(models, range(len(units)), bounds=(0, capacity))
+        model.transient = pyo.Var(range(len(units)), bounds=(0, capacity))
+        for unit_index, unit in enumerate(units):
             used = set()
             for vertex in range(f.num_vertices):
                 indices = f.covering(vertex, unit)
@@ -311,7 +329,7 @@ class MilpModel:
         """
         f, v = self.formulation, self.vars
         family = self._family("gpu_load")
-        for unit in f.gpu_units:
+        for unit in f.maximal_units():
             load = sum(
                 f.k_eval * f.assignments[vertex][i].duration * f.unit * v.x[vertex, i]
                 for vertex in range(f.num_vertices)
