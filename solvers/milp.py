@@ -95,6 +95,9 @@ class MilpVariables:
         )
         model.s = pyo.Var(model.staleness_index, domain=pyo.Binary)
         model.start = pyo.Var(range(f.num_runs), bounds=(0, self.horizon))
+        # Chosen duration per vertex (= Σ duration·x, set by ``_select_one_candidate``),
+        # so every precedence and ordering row holds one term instead of the whole sum.
+        model.duration = pyo.Var(range(f.num_vertices), bounds=(0, self.horizon))
         model.makespan = pyo.Var(bounds=(0, self.horizon))
         self.pairs = f.conflict_pairs()
         model.order = pyo.Var(range(len(self.pairs)), domain=pyo.Binary)
@@ -109,8 +112,8 @@ class MilpVariables:
 
     # -- expressions -------------------------------------------------------------------
 
-    def duration(self, vertex: int):
-        """Chosen duration of ``vertex`` (s)."""
+    def duration_of_choice(self, vertex: int):
+        """Σ duration·x of ``vertex`` (s): what ``duration[vertex]`` equals."""
         f = self.formulation
         return sum(
             a.duration * f.unit * self.x[vertex, i] for i, a in enumerate(f.assignments[vertex])
@@ -118,7 +121,7 @@ class MilpVariables:
 
     def end(self, run: int):
         """End of ``run`` (s)."""
-        return self.start[run] + self.duration(run % self.formulation.num_vertices)
+        return self.start[run] + self.model.duration[run % self.formulation.num_vertices]
 
     def chosen_sum(self, vertex: int, indices) -> object:
         """Sum of the assignment binaries ``indices`` of ``vertex`` (0/1: one is chosen)."""
@@ -145,6 +148,8 @@ class MilpVariables:
                 self.y[vertex, b].value = int(b == block)
         for m, s in self.s:
             self.s[m, s].value = int(s == staleness[m])
+        for vertex, index in enumerate(chosen):
+            self.model.duration[vertex].value = f.assignments[vertex][index].duration * f.unit
         ends = []
         for run, start in enumerate(starts):
             self.start[run].value = start * f.unit
