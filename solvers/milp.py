@@ -204,6 +204,7 @@ class MilpModel:
                 family.add(
                     v.y[vertex, block] == v.chosen_sum(vertex, f.assignments_on(vertex, block))
                 )
+            family.add(self.model.duration[vertex] == v.duration_of_choice(vertex))
         for m, choices in f.staleness_choices.items():
             family.add(sum(v.s[m, s] for s in choices) == 1)
 
