@@ -50,9 +50,9 @@ class Assignment:
     transient: int
 
     @property
-    def layout(self) -> tuple[int, int]:
-        """(tp, pp): pub edges cost nothing between equal layouts on one block."""
-        return (self.candidate.strategy.tp, self.candidate.strategy.pp)
+    def layout(self) -> tuple[int, int, int]:
+        """Weight layout (tp, pp, ZeRO-3 shards): pub edges cost nothing between equal ones."""
+        return self.candidate.strategy.layout
 
 
 @dataclass
@@ -69,7 +69,9 @@ class Formulation:
     num_vertices: int
     k_eval: int
     data_edges: tuple[tuple[int, int], ...]
-    pub_edges: tuple[tuple[int, int, str], ...]
+    #: (source, user, model whose weights travel, model whose staleness applies
+    #: or None for a synchronous edge).
+    pub_edges: tuple[tuple[int, int, str, str | None], ...]
     memory_capacity: int
     gpu_units: tuple[tuple[int, int], ...]
     upper_bound: float
@@ -135,9 +137,9 @@ class Formulation:
         return found
 
     def other_layout_assignments(
-        self, vertex: int, target: int, layout: tuple[int, int]
+        self, vertex: int, target: int, layout: tuple[int, int, int]
     ) -> tuple[int, ...]:
-        """Assignments of ``vertex`` on block ``target`` with a (tp, pp) other than ``layout``."""
+        """Assignments of ``vertex`` on block ``target`` with a weight layout other than ``layout``."""
         return tuple(
             index
             for index in self.assignments_on(vertex, target)
@@ -262,6 +264,10 @@ class Formulation:
         """Runs of ``k_eval`` steps."""
         return self.num_vertices * self.k_eval
 
+    def staleness_options(self, key: str | None) -> tuple[int, ...]:
+        """Staleness values a pub edge may take (a synchronous edge: only 0)."""
+        return (0,) if key is None else self.staleness_choices[key]
+
     def pub_source_step(self, step: int, staleness: int) -> int:
         """Step of the train run a user at ``step`` waits for (negative: none)."""
         return step - 1 - staleness
@@ -359,7 +365,9 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
         num_vertices=len(template.vertices),
         k_eval=instance.k_eval,
         data_edges=tuple((e.src, e.dst) for e in template.data_edges),
-        pub_edges=tuple((e.src, e.dst, e.model) for e in template.pub_edges),
+        pub_edges=tuple(
+            (e.src, e.dst, e.model, e.staleness_model) for e in template.pub_edges
+        ),
         memory_capacity=math.floor(directory.capacity),
         gpu_units=gpu_units,
         upper_bound=upper_bound,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from rpeg.blocks import Cluster
 from rpeg.cost import CostModel, Footprint, Strategy
 from rpeg.instance import Instance
-from rpeg.templates import Template, Vertex, build_template
+from rpeg.templates import Kind, Template, Vertex, build_template
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +46,7 @@ def strategy_problem(
 ) -> str | None:
     """Why ``strategy`` is outside the plan space of ``vertex`` on ``shape`` (None if inside)."""
     spec = instance.models[vertex.model]
+    placement = instance.placement
     size = shape[0] * shape[1] * shape[2]
     dp, pp, tp, mb = strategy.dp, strategy.pp, strategy.tp, strategy.microbatches
     if min(dp, pp, tp, mb) < 1:
@@ -58,14 +59,42 @@ def strategy_problem(
         return f"tp {tp} does not divide the {spec.heads} attention heads of the {vertex.model}"
     if pp > spec.layers:
         return f"pp {pp} exceeds the {spec.layers} layers of the {vertex.model}"
-    if mb not in instance.placement.microbatches:
-        allowed = ", ".join(map(str, instance.placement.microbatches))
-        return f"microbatches {mb} not among placement.microbatches ({allowed})"
-    replica = -(-instance.workload.sequences // dp)
-    if mb > replica:
-        return f"microbatches {mb} exceed the {replica} sequences per replica"
     if dp > instance.workload.sequences:
         return f"dp {dp} exceeds the {instance.workload.sequences} sequences of a step"
+    replica = -(-instance.workload.sequences // dp)
+    if vertex.kind is Kind.GENERATE:
+        if mb != 1:
+            return "a rollout has no microbatches (its concurrency replaces them)"
+        if strategy.concurrency not in placement.concurrency:
+            allowed = ", ".join(map(str, placement.concurrency))
+            return (
+                f"concurrency {strategy.concurrency} not among placement.concurrency ({allowed})"
+            )
+        if strategy.recompute != "none" or strategy.sharding != "zero1" or strategy.offload:
+            return "recompute, sharding and offload apply to train and infer vertices only"
+        return None
+    if strategy.concurrency != 0:
+        return "concurrency applies to generate vertices only"
+    if mb > replica:
+        return f"microbatches {mb} exceed the {replica} sequences per replica"
+    if mb not in placement.microbatch_counts(replica):
+        if placement.microbatches is not None:
+            allowed = ", ".join(map(str, placement.microbatches))
+            return f"microbatches {mb} not among placement.microbatches ({allowed})"
+        allowed = ", ".join(map(str, placement.micro_batch_sizes or ()))
+        return (
+            f"{mb} microbatches of {replica} sequences match no "
+            f"placement.micro_batch_sizes ({allowed})"
+        )
+    if strategy.offload not in placement.offload:
+        return f"offload {str(strategy.offload).lower()} not among placement.offload"
+    if vertex.kind is Kind.TRAIN:
+        if strategy.recompute not in placement.recompute:
+            return f"recompute {strategy.recompute!r} not among placement.recompute"
+        if strategy.sharding not in placement.sharding:
+            return f"sharding {strategy.sharding!r} not among placement.sharding"
+    elif strategy.recompute != "none" or strategy.sharding != "zero1":
+        return "recompute and sharding apply to train vertices only"
     return None
 
 
@@ -73,7 +102,19 @@ def enumerate_strategies(
     instance: Instance, vertex: Vertex, shape: tuple[int, int, int]
 ) -> list[Strategy]:
     """Every strategy of the plan space for ``vertex`` on a block of ``shape``."""
+    placement = instance.placement
     size = shape[0] * shape[1] * shape[2]
+    if vertex.kind is Kind.GENERATE:
+        variants = [("none", "zero1", False, c) for c in placement.concurrency]
+    elif vertex.kind is Kind.TRAIN:
+        variants = [
+            (recompute, sharding, offload, 0)
+            for recompute in placement.recompute
+            for sharding in placement.sharding
+            for offload in placement.offload
+        ]
+    else:
+        variants = [("none", "zero1", offload, 0) for offload in placement.offload]
     strategies = []
     for tp in _powers_of_two_dividing(shape[2]):
         if size % tp:
@@ -83,10 +124,13 @@ def enumerate_strategies(
             if rest % pp:
                 continue
             dp = rest // pp
-            for mb in instance.placement.microbatches:
-                strategy = Strategy(dp, pp, tp, mb)
-                if strategy_problem(instance, vertex, shape, strategy) is None:
-                    strategies.append(strategy)
+            replica = -(-instance.workload.sequences // dp)
+            counts = (1,) if vertex.kind is Kind.GENERATE else placement.microbatch_counts(replica)
+            for mb in counts:
+                for recompute, sharding, offload, concurrency in variants:
+                    strategy = Strategy(dp, pp, tp, mb, recompute, sharding, offload, concurrency)
+                    if strategy_problem(instance, vertex, shape, strategy) is None:
+                        strategies.append(strategy)
     return strategies
 
 
@@ -99,14 +143,18 @@ class CandidateDirectory:
         ``options[v][shape]``: the candidates of vertex ``v`` on a block of
         ``shape`` that fit in memory on their own and are not dominated,
         fastest first. A candidate is dominated when another with the same
-        (tp, pp) on the same shape is no slower and needs no more resident
-        and transient memory: replacing it never lengthens a schedule nor
-        raises a GPU's peak, so the optimum over the plan space is unchanged.
+        weight layout (tp, pp, ZeRO-3 shards: what pub lags depend on) on the
+        same shape is no slower and needs no more resident and transient
+        memory: replacing it never lengthens a schedule (durations and lags
+        are no larger) nor raises a GPU's peak, so the optimum over the plan
+        space is unchanged.
     """
 
     def __init__(self, instance: Instance, cluster: Cluster | None = None) -> None:
         self.instance = instance
-        self.template: Template = build_template(instance.algorithm)
+        self.template: Template = build_template(
+            instance.algorithm, instance.engine.recompute_logprobs
+        )
         self.cluster = cluster or Cluster(instance.hardware, instance.placement.min_block_gpus)
         self.cost = CostModel(instance, self.cluster)
         self.capacity = instance.hardware.usable_memory
@@ -185,25 +233,36 @@ class CandidateDirectory:
 
 def _candidate_order(candidate: Candidate) -> tuple:
     strategy = candidate.strategy
-    return (candidate.time, candidate.memory, strategy.tp, strategy.pp, strategy.microbatches)
+    return (
+        candidate.time,
+        candidate.memory,
+        strategy.tp,
+        strategy.pp,
+        strategy.microbatches,
+        strategy.concurrency,
+        strategy.recompute,
+        strategy.sharding,
+        strategy.offload,
+    )
 
 
 def _non_dominated(candidates: list[Candidate]) -> list[Candidate]:
     groups: dict[tuple, list[Candidate]] = {}
     for candidate in candidates:
-        groups.setdefault((candidate.strategy.tp, candidate.strategy.pp), []).append(candidate)
+        groups.setdefault(candidate.strategy.layout, []).append(candidate)
     kept = []
     for group in groups.values():
-        group.sort(key=lambda c: (c.time, c.resident, c.transient, c.strategy.microbatches))
+        group.sort(key=lambda c: (c.resident, c.transient, *_candidate_order(c)))
+        group.sort(key=lambda c: c.time)
+        front: list[Candidate] = []
         for candidate in group:
             dominated = any(
                 other.time <= candidate.time
                 and other.resident <= candidate.resident
                 and other.transient <= candidate.transient
-                for other in kept
-                if other.strategy.tp == candidate.strategy.tp
-                and other.strategy.pp == candidate.strategy.pp
+                for other in front
             )
             if not dominated:
-                kept.append(candidate)
+                front.append(candidate)
+        kept.extend(front)
     return kept

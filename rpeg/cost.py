@@ -1,18 +1,33 @@
-"""Cost and memory model (reference v1).
+"""Cost and memory model v2 (DESIGN.md sections 6 and 10).
 
 All quantities are SI: seconds, bytes, FLOP. Weights and activations are
-bf16 (2 bytes). The formulas follow the specification's section 6; where it
-leaves a choice open this module fixes it and says so:
+bf16 (2 bytes). Section 6 gives the reference model; section 10 replaces the
+parts real RL frameworks do differently (flash attention, sequence packing,
+activation recompute, ZeRO-3 sharding, offload, a rollout engine with a
+bounded KV pool and continuous batching, a GEMM-efficiency ceiling). Where
+the specification leaves a choice open this module fixes it and says so:
 
 * sequences per replica are ``ceil(B*K / dp)`` (the slowest replica decides)
   and sequences per microbatch ``ceil(replica / mb)``;
 * the slowest pipeline stage holds ``ceil(L/pp)`` layers and the output head;
-* training counts non-GEMM time for two passes (forward and backward);
+* training counts non-GEMM time and TP all-reduces for two passes (forward
+  and backward), three with full recompute (the recomputed forward);
 * a decode step at context length l reads the stage's weight shard and the
-  KV cache of the active sequences up to l, and adds ``4*l*d`` attention
-  FLOPs per layer and token (the derivative of the causal ``2*l^2*d``);
+  KV cache of the active sequences, and adds ``4*l*d`` attention FLOPs per
+  layer and token (the derivative of the causal ``2*l^2*d``);
 * the max of GEMM and memory time of a decode step is taken per pipeline
-  stage (all its layers and the head together).
+  stage (all its layers and the head together);
+* in the rollout's tail the active sequences decline as the generated-length
+  distribution says: at decode step x, ``ceil(n * P(T > x - 1/2))`` sequences
+  are active (the midpoint rule, exact for piecewise-uniform lengths, so the
+  tail generates ``n * E[T]`` tokens);
+* with full recompute a train vertex keeps each layer's input and one layer's
+  full activations (the layer being recomputed);
+* train and infer vertices hold the fp32 logits of one microbatch on the last
+  stage (vocabulary for actor and reference, one value for scalar heads);
+* a weight *layout* is (tp, pp, ZeRO-3 shards): a pub edge between equal
+  layouts on one block is free; ZeRO-3 weights are gathered for any other
+  user, so they always pay the reshard.
 """
 
 from __future__ import annotations
@@ -28,32 +43,78 @@ from rpeg.templates import Kind, Vertex
 
 BF16 = 2
 FP32 = 4
-#: Activation bytes per token and hidden unit of one layer in training
-#: (the ``34 + 5*a*l/d`` rule), used for the train and infer transients.
+#: Activation bytes per token and hidden unit of one layer (Korthikanti et
+#: al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
+#: eq. 1: ``s*b*h*(34 + 5*a*s/h)``); the second term is the attention scores,
+#: which flash attention never materialises.
 ACTIVATION_CONSTANT = 34.0
 ACTIVATION_ATTENTION = 5.0
+#: Bytes per token and hidden unit kept per layer under full recompute (the
+#: layer's bf16 input).
+CHECKPOINT_BYTES = 2.0
 #: Bytes of a data transfer per token of a sequence (token ids, log-probs,
 #: values, rewards, advantages, masks).
 DATA_BYTES_PER_TOKEN = 8
+#: Bytes per parameter of ZeRO-1 training states beside the bf16 weights and
+#: gradients: fp32 master weights and Adam's two moments (Rajbhandari et al.
+#: 2020, ZeRO, section 3.1: "12 bytes").
+ADAM_BYTES = 12
+#: Bytes per parameter of all training states (2 + 2 + 12), ZeRO-3 shards them all.
+STATE_BYTES = 16
 
 
 @dataclass(frozen=True, slots=True)
 class Strategy:
-    """Parallel strategy of a vertex on its block: ``dp*pp*tp`` GPUs, ``microbatches``."""
+    """How a vertex runs on its block.
+
+    Attributes
+    ----------
+    dp, pp, tp
+        Data, pipeline and tensor parallel degrees (``dp*pp*tp`` GPUs).
+    microbatches
+        Microbatches per replica (train and infer; 1 for generate).
+    recompute
+        ``none`` or ``full`` activation checkpointing (train).
+    sharding
+        ``zero1`` (optimizer states over dp) or ``zero3`` (everything over dp).
+    offload
+        Model states live in host memory outside the vertex's runs.
+    concurrency
+        Sequences a rollout replica keeps in flight (generate; 0 otherwise).
+    """
 
     dp: int
     pp: int
     tp: int
-    microbatches: int
+    microbatches: int = 1
+    recompute: str = "none"
+    sharding: str = "zero1"
+    offload: bool = False
+    concurrency: int = 0
 
     @property
     def gpus(self) -> int:
         """GPUs the strategy needs."""
         return self.dp * self.pp * self.tp
 
+    @property
+    def layout(self) -> tuple[int, int, int]:
+        """Weight layout (tp, pp, ZeRO-3 shards): equal layouts on one block need no reshard."""
+        return (self.tp, self.pp, self.dp if self.sharding == "zero3" else 1)
+
     def label(self) -> str:
-        """Short form, e.g. ``dp4 pp1 tp4 mb2``."""
-        return f"dp{self.dp} pp{self.pp} tp{self.tp} mb{self.microbatches}"
+        """Short form, e.g. ``dp4 pp1 tp4 mb2`` or ``dp8 pp1 tp1 c256``."""
+        text = f"dp{self.dp} pp{self.pp} tp{self.tp}"
+        if self.concurrency:
+            return f"{text} c{self.concurrency}"
+        text += f" mb{self.microbatches}"
+        if self.recompute != "none":
+            text += " recompute"
+        if self.sharding != "zero1":
+            text += f" {self.sharding}"
+        if self.offload:
+            text += " offload"
+        return text
 
 
 def layer_parameters(spec: ModelSpec) -> int:
@@ -67,9 +128,14 @@ def layer_parameters(spec: ModelSpec) -> int:
     return d * (d + 2 * kv * h) + d * d + gates * d * f
 
 
+def has_scalar_head(model: str) -> bool:
+    """Critic and reward end in one value per token instead of the vocabulary."""
+    return model in ("critic", "reward")
+
+
 def head_parameters(spec: ModelSpec, model: str) -> int:
     """Output head: ``V*d`` for the language models, ``d`` for scalar heads (critic, reward)."""
-    if model in ("critic", "reward"):
+    if has_scalar_head(model):
         return spec.hidden_dim
     return spec.vocab_size * spec.hidden_dim
 
@@ -90,26 +156,26 @@ def allreduce_time(nbytes: float, ranks: int, alpha: float, beta: float) -> floa
     return 2 * (ranks - 1) * alpha + 2 * (ranks - 1) / ranks * nbytes * beta
 
 
+def allgather_time(nbytes: float, ranks: int, alpha: float, beta: float) -> float:
+    """Ring all-gather (or reduce-scatter) of ``n`` bytes: ``(p-1)*alpha + (p-1)/p * n * beta``."""
+    if ranks <= 1:
+        return 0.0
+    return (ranks - 1) * alpha + (ranks - 1) / ranks * nbytes * beta
+
+
 def p2p_time(nbytes: float, alpha: float, beta: float) -> float:
     """Point-to-point transfer: ``alpha + n * beta``."""
     return alpha + nbytes * beta
 
 
-def activation_bytes_per_layer(spec: ModelSpec, length: int, sequences: int, tp: int) -> float:
-    """Activations of one layer: ``l*b*d*(34 + 5*a*l/d)/tp`` bytes."""
-    d = spec.hidden_dim
-    return (
-        length
-        * sequences
-        * d
-        * (ACTIVATION_CONSTANT + ACTIVATION_ATTENTION * spec.heads * length / d)
-        / tp
-    )
+def kv_bytes_per_token(spec: ModelSpec, layers: int, tp: int) -> float:
+    """KV cache of one token over ``layers`` layers: ``2*layers*kv*h*2 / min(tp, kv)`` bytes."""
+    return 2 * layers * spec.kv_heads * spec.head_dim * BF16 / min(tp, spec.kv_heads)
 
 
-def kv_bytes_per_sequence(spec: ModelSpec, layers: int, length: int, tp: int) -> float:
+def kv_bytes_per_sequence(spec: ModelSpec, layers: int, length: float, tp: int) -> float:
     """KV cache of one sequence: ``2*layers*kv*h*2*length / min(tp, kv)`` bytes."""
-    return 2 * layers * spec.kv_heads * spec.head_dim * BF16 * length / min(tp, spec.kv_heads)
+    return kv_bytes_per_token(spec, layers, tp) * length
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +184,7 @@ class Footprint:
 
     ``resident`` is what the model keeps while placed there (weights, and for
     a train vertex gradients and Adam states); ``transient`` exists only
-    while the vertex runs (activations, logits, KV cache).
+    while the vertex runs (activations, logits, KV pool, offloaded states).
     """
 
     resident: float
@@ -145,16 +211,39 @@ class CostModel:
         self.instance = instance
         self.hardware: Hardware = instance.hardware
         self.workload: Workload = instance.workload
+        self.engine = instance.engine
         self.cluster = cluster or Cluster(instance.hardware, instance.placement.min_block_gpus)
         self.parameters = {
             model: parameter_count(spec, model) for model, spec in instance.models.items()
         }
+        workload = self.workload
+        s = workload.context_length
+        if self.engine.sequence_packing:
+            mean_t, mean_t2 = workload.mean_generated, workload.mean_generated_square
+            #: Tokens of an average sequence in train and infer: E[S+T].
+            self.sequence_tokens = s + mean_t
+            #: E[(S+T)^2], for attention FLOPs and scores.
+            self.sequence_square = s * s + 2 * s * mean_t + mean_t2
+        else:
+            self.sequence_tokens = float(workload.total_length)
+            self.sequence_square = float(workload.total_length) ** 2
 
     # -- building blocks -------------------------------------------------------
 
+    def efficiency(self, tokens: float, inner: float) -> float:
+        """GEMM efficiency ``gemm_efficiency * M/(M+m_half) * K/(K+k_half)``.
+
+        The K factor is 1 when ``k_half`` is 0.
+        """
+        hw = self.hardware
+        eff = hw.gemm_efficiency * tokens / (tokens + hw.gemm_m_half)
+        if hw.gemm_k_half > 0:
+            eff *= inner / (inner + hw.gemm_k_half)
+        return eff
+
     def gemm_time(self, flops: float, tokens: float, inner: float) -> float:
-        """``flops / (F * eff)`` with ``eff = M/(M+m_half) * K/(K+k_half)``."""
-        return flops / (self.hardware.flops_per_gpu * self._efficiency(tokens, inner))
+        """``flops / (F * eff)``."""
+        return flops / (self.hardware.flops_per_gpu * self.efficiency(tokens, inner))
 
     def non_gemm_time(self, tokens: float) -> float:
         """Non-GEMM time of one layer and microbatch pass."""
@@ -166,10 +255,19 @@ class CostModel:
         hw = self.hardware
         return allreduce_time(nbytes, ranks, hw.alpha_coll[level], hw.beta_coll[level])
 
+    def allgather(self, nbytes: float, ranks: int, level: str) -> float:
+        """All-gather (or reduce-scatter) of ``nbytes`` in total at a level."""
+        hw = self.hardware
+        return allgather_time(nbytes, ranks, hw.alpha_coll[level], hw.beta_coll[level])
+
     def p2p(self, nbytes: float, level: str) -> float:
         """Point-to-point transfer at a level."""
         hw = self.hardware
         return p2p_time(nbytes, hw.alpha_p2p[level], hw.beta_p2p[level])
+
+    def host_transfer(self, nbytes: float) -> float:
+        """Seconds to move ``nbytes`` between host and one GPU (offload)."""
+        return nbytes / self.hardware.host_bandwidth
 
     def replica_sequences(self, strategy: Strategy) -> int:
         """Sequences of the slowest data-parallel replica ``ceil(B*K/dp)``."""
@@ -179,23 +277,42 @@ class CostModel:
         """Sequences per microbatch ``ceil(replica / mb)``."""
         return math.ceil(self.replica_sequences(strategy) / strategy.microbatches)
 
+    def weight_shard(self, model: str, strategy: Strategy) -> float:
+        """bf16 weight bytes per GPU in a (tp, pp) layout: ``2P/(tp*pp)``."""
+        return BF16 * self.parameters[model] / (strategy.tp * strategy.pp)
+
+    def train_states(self, model: str, strategy: Strategy) -> float:
+        """Weights, gradients and Adam states per GPU.
+
+        zero1: ``2P/(tp*pp) + 2P/(tp*pp) + 12P/(tp*pp*dp)``; zero3: ``16P/(tp*pp*dp)``.
+        """
+        params, dp, pp, tp = self.parameters[model], strategy.dp, strategy.pp, strategy.tp
+        if strategy.sharding == "zero3":
+            return STATE_BYTES * params / (tp * pp * dp)
+        return 2 * BF16 * params / (tp * pp) + ADAM_BYTES * params / (tp * pp * dp)
+
     # -- forward pass of one stage ----------------------------------------------
 
     def _stage_forward(
         self,
         model: str,
         strategy: Strategy,
-        sequences: int,
-        length: int,
+        sequences: float,
+        tokens_per_sequence: float,
+        square_per_sequence: float,
         levels: tuple[str, str, str],
     ) -> tuple[float, float, float, float]:
-        """One microbatch through the slowest stage: (gemm, non-gemm, tp comm, pp comm) seconds."""
+        """One microbatch through the slowest stage: (gemm, non-gemm, tp comm, pp comm) seconds.
+
+        ``tokens_per_sequence`` is the mean length and ``square_per_sequence``
+        the mean squared length (attention FLOPs ``2*l^2*d`` per layer).
+        """
         spec = self.instance.models[model]
         d, tp, pp = spec.hidden_dim, strategy.tp, strategy.pp
         stage_layers = math.ceil(spec.layers / pp)
-        tokens = sequences * length
+        tokens = sequences * tokens_per_sequence
         layer_flops = (
-            2 * layer_parameters(spec) * tokens + 2 * length * length * d * sequences
+            2 * layer_parameters(spec) * tokens + 2 * square_per_sequence * d * sequences
         ) / tp
         head_flops = 2 * head_parameters(spec, model) * tokens / tp
         gemm = self.gemm_time(stage_layers * layer_flops + head_flops, tokens, d / tp)
@@ -220,124 +337,213 @@ class CostModel:
     def _infer_time(self, model: str, strategy: Strategy, levels: tuple[str, str, str]) -> float:
         b = self.microbatch_sequences(strategy)
         gemm, non_gemm, tp_comm, pp_comm = self._stage_forward(
-            model, strategy, b, self.workload.total_length, levels
+            model, strategy, b, self.sequence_tokens, self.sequence_square, levels
         )
-        return (strategy.microbatches + strategy.pp - 1) * (gemm + non_gemm + tp_comm + pp_comm)
+        passes = (strategy.microbatches + strategy.pp - 1) * (gemm + non_gemm + tp_comm + pp_comm)
+        load = self.host_transfer(self.weight_shard(model, strategy)) if strategy.offload else 0.0
+        return passes + load
 
     def _train_time(self, model: str, strategy: Strategy, levels: tuple[str, str, str]) -> float:
         b = self.microbatch_sequences(strategy)
         gemm, non_gemm, tp_comm, pp_comm = self._stage_forward(
-            model, strategy, b, self.workload.total_length, levels
+            model, strategy, b, self.sequence_tokens, self.sequence_square, levels
         )
-        stage = 3 * gemm + 2 * non_gemm + 2 * tp_comm + 2 * pp_comm
-        gradient_bytes = BF16 * self.parameters[model] / (strategy.pp * strategy.tp)
-        sync = self.allreduce(gradient_bytes, strategy.dp, levels[2])
-        return (strategy.microbatches + strategy.pp - 1) * stage + sync
+        recompute = strategy.recompute == "full"
+        forwards = 4 if recompute else 3
+        passes = 3 if recompute else 2
+        stage = forwards * gemm + passes * (non_gemm + tp_comm) + 2 * pp_comm
+        shard = self.weight_shard(model, strategy)
+        if strategy.sharding == "zero3":
+            # Per microbatch: all-gather the stage's weights forward and again
+            # backward, reduce-scatter its gradients; overlapped with compute.
+            comm = 3 * self.allgather(shard, strategy.dp, levels[2])
+            total = (strategy.microbatches + strategy.pp - 1) * max(stage, comm)
+        else:
+            sync = self.allreduce(shard, strategy.dp, levels[2])
+            total = (strategy.microbatches + strategy.pp - 1) * stage + sync
+        if strategy.offload:
+            total += 2 * self.host_transfer(self.train_states(model, strategy))
+        return total
 
-    def _generate_time(self, model: str, strategy: Strategy, levels: tuple[str, str, str]) -> float:
-        workload, hw = self.workload, self.hardware
+    def decode_round(
+        self,
+        model: str,
+        strategy: Strategy,
+        active: np.ndarray,
+        context: np.ndarray,
+        levels: tuple[str, str, str],
+    ) -> np.ndarray:
+        """Seconds of decode rounds: every active sequence advances one token.
+
+        With pp > 1 the engine splits the active sequences into pp virtual
+        batches; a round costs pp stage steps of ``ceil(active/pp)``
+        sequences, each ``max(GEMM, memory) + TP/PP communication``, plus
+        ``decode_step_overhead``.
+        """
         spec = self.instance.models[model]
-        d, tp, pp, mb = spec.hidden_dim, strategy.tp, strategy.pp, strategy.microbatches
-        b = self.microbatch_sequences(strategy)
-        # Prefill: one forward pass over the prompts.
-        gemm, non_gemm, tp_comm, pp_comm = self._stage_forward(
-            model, strategy, b, workload.context_length, levels
-        )
-        prefill = (mb + pp - 1) * (gemm + non_gemm + tp_comm + pp_comm)
-        # Decode: one step per generated token, vectorised over the steps.
+        hw = self.hardware
+        d, tp, pp = spec.hidden_dim, strategy.tp, strategy.pp
         stage_layers = math.ceil(spec.layers / pp)
         layer_params = layer_parameters(spec)
         head_params = head_parameters(spec, model)
         weight_bytes = BF16 * (stage_layers * layer_params + head_params) / tp
-        kv_per_token = (
-            2 * stage_layers * spec.kv_heads * spec.head_dim * BF16 / min(tp, spec.kv_heads)
-        )
-        total = 0.0
-        for first, last, fraction in workload.decode_segments():
-            active = math.ceil(b * fraction - 1e-9)
-            if active <= 0:
-                continue
-            lengths = workload.context_length + np.arange(first, last + 1, dtype=np.float64)
-            flops = (
-                stage_layers * (2 * layer_params * active + 4 * lengths * d * active)
-                + 2 * head_params * active
-            ) / tp
-            gemm_steps = flops / (hw.flops_per_gpu * self._efficiency(active, d / tp))
-            memory_steps = (weight_bytes + kv_per_token * lengths * active) / (
-                hw.memory_bandwidth * hw.decode_bw_eff
-            )
-            fixed = stage_layers * self.non_gemm_time(active)
-            if tp > 1:
-                fixed += stage_layers * 2 * self.allreduce(active * d * BF16, tp, levels[0])
-            if pp > 1:
-                fixed += self.p2p(active * d * BF16, levels[1])
-            steps = np.maximum(gemm_steps, memory_steps) + fixed
-            total += float(steps.sum())
-        return prefill + max(mb, pp) * total
-
-    def _efficiency(self, tokens: float, inner: float) -> float:
-        """GEMM efficiency ``M/(M+m_half) * K/(K+k_half)`` (the K factor is 1 when k_half = 0)."""
-        hw = self.hardware
-        eff = tokens / (tokens + hw.gemm_m_half)
+        kv_per_token = kv_bytes_per_token(spec, stage_layers, tp)
+        batch = np.ceil(active / pp - 1e-9)
+        flops = (
+            stage_layers * (2 * layer_params * batch + 4 * context * d * batch)
+            + 2 * head_params * batch
+        ) / tp
+        eff = hw.gemm_efficiency * batch / (batch + hw.gemm_m_half)
         if hw.gemm_k_half > 0:
-            eff *= inner / (inner + hw.gemm_k_half)
-        return eff
+            eff = eff * (d / tp) / (d / tp + hw.gemm_k_half)
+        gemm = flops / (hw.flops_per_gpu * eff)
+        memory = (weight_bytes + kv_per_token * context * batch) / (
+            hw.memory_bandwidth * hw.decode_bw_eff
+        )
+        fixed = stage_layers * (
+            hw.non_gemm_constant + hw.non_gemm_scaling * batch / hw.non_gemm_batch_cal
+        )
+        if tp > 1:
+            alpha, beta = hw.alpha_coll[levels[0]], hw.beta_coll[levels[0]]
+            allreduce = 2 * (tp - 1) * alpha + 2 * (tp - 1) / tp * batch * d * BF16 * beta
+            fixed = fixed + stage_layers * 2 * allreduce
+        if pp > 1:
+            fixed = fixed + hw.alpha_p2p[levels[1]] + batch * d * BF16 * hw.beta_p2p[levels[1]]
+        return pp * (np.maximum(gemm, memory) + fixed) + hw.decode_step_overhead
+
+    def _generate_time(self, model: str, strategy: Strategy, levels: tuple[str, str, str]) -> float:
+        workload = self.workload
+        s = workload.context_length
+        n = self.replica_sequences(strategy)
+        c = strategy.concurrency if strategy.concurrency > 0 else n
+        in_flight = min(n, c)
+        # Prefill: compute-bound forward passes over the prompts, c sequences a chunk.
+        chunks = math.ceil(n / in_flight)
+        gemm, non_gemm, tp_comm, pp_comm = self._stage_forward(
+            model, strategy, in_flight, s, s * s, levels
+        )
+        prefill = (chunks + strategy.pp - 1) * (gemm + non_gemm + tp_comm + pp_comm)
+        mean_t = workload.mean_generated
+        decode = 0.0
+        if n > c:
+            # Saturated phase: c sequences in flight at mean context S + E[T]/2.
+            steps = (n - c) * mean_t / c
+            rounds = self.decode_round(
+                model, strategy, np.array([float(c)]), np.array([s + mean_t / 2]), levels
+            )
+            decode += steps * float(rounds[0])
+        # Tail: the last min(n, c) sequences, shrinking as they finish.
+        x = np.arange(1, workload.generation_length + 1, dtype=np.float64)
+        active = np.ceil(in_flight * workload.survival(x - 0.5) - 1e-9)
+        keep = active > 0
+        if keep.any():
+            rounds = self.decode_round(model, strategy, active[keep], s + x[keep], levels)
+            decode += float(rounds.sum())
+        return prefill + decode
 
     # -- memory ---------------------------------------------------------------------
 
+    def activation_bytes(self, model: str, strategy: Strategy, sequences: float) -> float:
+        """Activations of one layer for one microbatch of ``sequences``.
+
+        ``(34*d*tokens + 5*a*sum(l^2)) / tp``, the attention term only without
+        flash attention.
+        """
+        spec = self.instance.models[model]
+        tokens = sequences * self.sequence_tokens
+        total = ACTIVATION_CONSTANT * spec.hidden_dim * tokens
+        if not self.engine.flash_attention:
+            total += ACTIVATION_ATTENTION * spec.heads * sequences * self.sequence_square
+        return total / strategy.tp
+
+    def logits_bytes(self, model: str, strategy: Strategy, sequences: float) -> float:
+        """fp32 logits of one microbatch on the last stage: ``4*tokens*V/tp`` (1 for scalars)."""
+        spec = self.instance.models[model]
+        width = 1 if has_scalar_head(model) else spec.vocab_size
+        return FP32 * sequences * self.sequence_tokens * width / strategy.tp
+
+    def rollout_pool_bytes(self, model: str, strategy: Strategy) -> float:
+        """KV pool of a rollout replica's GPU: c sequences at S + E[T], at least one of S + T."""
+        spec = self.instance.models[model]
+        workload = self.workload
+        stage_layers = math.ceil(spec.layers / strategy.pp)
+        concurrency = strategy.concurrency or self.replica_sequences(strategy)
+        tokens = max(
+            concurrency * (workload.context_length + workload.mean_generated),
+            workload.total_length,
+        )
+        return kv_bytes_per_token(spec, stage_layers, strategy.tp) * tokens
+
     def footprint(self, vertex: Vertex, strategy: Strategy) -> Footprint:
         """Per-GPU resident and transient bytes of ``vertex`` under ``strategy``."""
-        spec = self.instance.models[vertex.model]
-        params = self.parameters[vertex.model]
-        dp, pp, tp = strategy.dp, strategy.pp, strategy.tp
-        resident = BF16 * params / (tp * pp)
-        length = self.workload.total_length
-        stage_layers = math.ceil(spec.layers / pp)
-        b = self.microbatch_sequences(strategy)
-        if vertex.kind is Kind.TRAIN:
-            resident += BF16 * params / (tp * pp) + 12 * params / (tp * pp * dp)
-            in_flight = min(pp, strategy.microbatches)
-            transient = in_flight * stage_layers * activation_bytes_per_layer(spec, length, b, tp)
-        elif vertex.kind is Kind.INFER:
-            vocab = 1 if vertex.model in ("critic", "reward") else spec.vocab_size
-            transient = (
-                activation_bytes_per_layer(spec, length, b, tp) + FP32 * b * length * vocab / tp
+        model = vertex.model
+        spec = self.instance.models[model]
+        stage_layers = math.ceil(spec.layers / strategy.pp)
+        if vertex.kind is Kind.GENERATE:
+            return Footprint(
+                self.weight_shard(model, strategy),
+                self.rollout_pool_bytes(model, strategy) + self.engine.rollout_workspace,
             )
+        b = self.microbatch_sequences(strategy)
+        layer = self.activation_bytes(model, strategy, b)
+        logits = self.logits_bytes(model, strategy, b)
+        if vertex.kind is Kind.TRAIN:
+            states = self.train_states(model, strategy)
+            in_flight = min(strategy.pp, strategy.microbatches)
+            if strategy.recompute == "full":
+                kept = CHECKPOINT_BYTES * spec.hidden_dim * b * self.sequence_tokens / strategy.tp
+                activations = in_flight * stage_layers * kept + layer
+            else:
+                activations = in_flight * stage_layers * layer
+            working = activations + logits
+            if strategy.sharding == "zero3":
+                # Two gathered layers (the one computing and the one prefetched).
+                working += 2 * BF16 * layer_parameters(spec) / strategy.tp
         else:
-            sequences = self.replica_sequences(strategy)
-            transient = sequences * kv_bytes_per_sequence(spec, stage_layers, length, tp)
-        return Footprint(resident, transient)
+            states = self.weight_shard(model, strategy)
+            working = layer + logits
+        if strategy.offload:
+            return Footprint(0.0, states + working)
+        return Footprint(states, working)
 
     # -- FLOPs (for the compute lower bound) -------------------------------------------
 
     def vertex_flops(self, vertex: Vertex) -> float:
-        """FLOPs of one run of ``vertex`` with exact (unrounded) sequence counts."""
+        """A lower bound on the FLOPs of one run of ``vertex`` under any strategy.
+
+        Exact sequence counts; train at 3 forward passes (no recompute);
+        decode attention at the context ``S + E[T]/2``, which no strategy's
+        model undercuts (the tail's mean context is larger).
+        """
         spec = self.instance.models[vertex.model]
         workload = self.workload
         d, layers = spec.hidden_dim, spec.layers
         per_token = 2 * (layers * layer_parameters(spec) + head_parameters(spec, vertex.model))
         sequences = workload.sequences
 
-        def forward(length: int) -> float:
-            return sequences * (length * per_token + layers * 2 * length * length * d)
+        def forward(tokens: float, square: float) -> float:
+            return sequences * (tokens * per_token + layers * 2 * square * d)
 
         if vertex.kind is Kind.INFER:
-            return forward(workload.total_length)
+            return forward(self.sequence_tokens, self.sequence_square)
         if vertex.kind is Kind.TRAIN:
-            return 3 * forward(workload.total_length)
-        decode = 0.0
-        for first, last, fraction in workload.decode_segments():
-            count = last - first + 1
-            length_sum = count * workload.context_length + (first + last) * count / 2
-            decode += fraction * sequences * (count * per_token + layers * 4 * d * length_sum)
-        return forward(workload.context_length) + decode
+            return 3 * forward(self.sequence_tokens, self.sequence_square)
+        s = workload.context_length
+        mean_t = workload.mean_generated
+        decode = sequences * mean_t * (per_token + layers * 4 * d * (s + mean_t / 2))
+        return forward(s, s * s) + decode
+
+    @property
+    def peak_rate(self) -> float:
+        """Fastest FLOP/s a GPU reaches in this model: ``flops_per_gpu * gemm_efficiency``."""
+        return self.hardware.flops_per_gpu * self.hardware.gemm_efficiency
 
     # -- transfers --------------------------------------------------------------------
 
     @property
     def data_bytes(self) -> float:
-        """Bytes moved along a data edge: ``B*K*(S+T)*8``."""
-        return self.workload.sequences * self.workload.total_length * DATA_BYTES_PER_TOKEN
+        """Bytes moved along a data edge: ``B*K*E[S+T]*8`` (``S+T`` without packing)."""
+        return self.workload.sequences * self.sequence_tokens * DATA_BYTES_PER_TOKEN
 
     def data_lag(self, same_block: bool, level: str) -> float:
         """Lag of a data edge: 0 on the same block, else a p2p at the spanning level."""
@@ -348,10 +554,10 @@ class CostModel:
     ) -> float:
         """Lag of a pub edge carrying ``model``'s weights to a user with ``destination`` strategy.
 
-        0 on the same block with the same (tp, pp); a reshard (collective) on
+        0 on the same block with the same layout; a reshard (collective) on
         the same block otherwise; a p2p at the spanning level to another block.
         """
-        shard = BF16 * self.parameters[model] / (destination.tp * destination.pp)
+        shard = self.weight_shard(model, destination)
         if same_block:
             if same_layout:
                 return 0.0

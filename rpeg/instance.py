@@ -39,6 +39,40 @@ TRAINED_MODELS: dict[str, tuple[str, ...]] = {
 KNOWN_ROLES = ("actor", "critic", "reward")
 LEVELS = ("g", "n", "r")
 
+# ----------------------------------------------------------------------------
+# v2 defaults (DESIGN.md section 10); each names its public source.
+# ----------------------------------------------------------------------------
+
+#: Ceiling of GEMM efficiency: the largest fraction of the datasheet's dense
+#: BF16 peak a large GEMM reaches. Source: S. Bekman, *Machine Learning
+#: Engineering*, "Maximum Achievable Matmul FLOPS" table
+#: (github.com/stas00/ml-engineering, compute/accelerator/README.md): H100 SXM
+#: 794.5 of 989 TFLOP/s (80.3 %), A100 SXM 271.2 of 312 (86.9 %); 0.8 is the
+#: H100 figure rounded.
+DEFAULT_GEMM_EFFICIENCY = 0.8
+#: Host-to-GPU bandwidth per GPU for offloaded states: PCIe 4.0 x16, 32 GB/s
+#: raw per direction, about 25 GB/s achieved (PCI-SIG PCIe 4.0 specification;
+#: the figure the DeepSpeed ZeRO-Offload paper, Ren et al. 2021, uses).
+DEFAULT_HOST_BANDWIDTH = 25e9
+#: Fixed cost of one rollout-engine decode step (scheduling, sampling,
+#: detokenisation) with CUDA graphs. Source: vLLM's V1 engine blog
+#: (blog.vllm.ai, 2025-01-27) reports the CPU overhead per step as a few
+#: milliseconds before its rework; 2 ms is used (planner knob).
+DEFAULT_DECODE_STEP_OVERHEAD = 2e-3
+#: Rollout workspace (CUDA graphs, activations, sampler) per GPU, bytes
+#: (DESIGN.md section 10; vLLM's profile run reserves about this much for an
+#: 8B model beside weights and KV cache).
+DEFAULT_ROLLOUT_WORKSPACE = 2e9
+#: Strategy dimensions (DESIGN.md section 10).
+RECOMPUTE_CHOICES = ("none", "full")
+SHARDING_CHOICES = ("zero1", "zero3")
+#: Rollout concurrency (max_num_seqs) candidates: vLLM's V1 default is 1024
+#: on large GPUs and 256 elsewhere, verl's 256 (../shared/published-runs.md).
+DEFAULT_CONCURRENCY = (32, 64, 128, 256, 512, 1024)
+#: Sequences per micro-batch and replica when an instance gives neither
+#: ``placement.microbatches`` nor ``placement.micro_batch_sizes``.
+DEFAULT_MICRO_BATCH_SIZES = (1, 2, 4, 8)
+
 
 # ----------------------------------------------------------------------------
 # Field readers: each returns the converted value or raises with the path.
@@ -184,6 +218,9 @@ class Hardware:
     non_gemm_scaling: float = 0.0
     non_gemm_batch_cal: float = 64.0
     memory_reserve: float = 0.0
+    gemm_efficiency: float = DEFAULT_GEMM_EFFICIENCY
+    host_bandwidth: float = DEFAULT_HOST_BANDWIDTH
+    decode_step_overhead: float = DEFAULT_DECODE_STEP_OVERHEAD
 
     def __post_init__(self) -> None:
         positive_int(self.racks, "hardware.racks")
@@ -207,6 +244,11 @@ class Hardware:
         unit_fraction(
             self.memory_reserve, "hardware.memory_reserve", open_low=False, open_high=True
         )
+        unit_fraction(
+            self.gemm_efficiency, "hardware.gemm_efficiency", open_low=True, open_high=False
+        )
+        positive_float(self.host_bandwidth, "hardware.host_bandwidth")
+        nonnegative_float(self.decode_step_overhead, "hardware.decode_step_overhead")
 
     @property
     def num_gpus(self) -> int:
@@ -246,6 +288,9 @@ _HARDWARE_OPTIONAL = (
     "non_gemm_scaling",
     "non_gemm_batch_cal",
     "memory_reserve",
+    "gemm_efficiency",
+    "host_bandwidth",
+    "decode_step_overhead",
 )
 
 
@@ -282,6 +327,7 @@ def parse_hardware(data: Any) -> Hardware:
                 raise InstanceError(f"hardware.{key}", f"must be a number, got {_describe(value)}")
             optional[key] = float(value)
     return Hardware(**ints, **floats, **comm, **optional)
+
 
 
 @dataclass(frozen=True)
@@ -382,6 +428,46 @@ class Workload:
     def total_length(self) -> int:
         """Prompt plus maximal generation ``S+T``."""
         return self.context_length + self.generation_length
+
+    def _pieces(self) -> tuple[tuple[float, int, int], ...]:
+        """(probability, low, high): the generated length is uniform on (low, high]."""
+        if self.gen_quantiles is None:
+            return ((1.0, self.generation_length, self.generation_length),)
+        pieces = []
+        previous_fraction, previous_length = 0.0, 0
+        for fraction, length in self.gen_quantiles:
+            pieces.append((fraction - previous_fraction, previous_length, length))
+            previous_fraction, previous_length = fraction, length
+        return tuple(pieces)
+
+    @property
+    def mean_generated(self) -> float:
+        """E[T]: mean generated length (``generation_length`` without ``gen_quantiles``)."""
+        return sum(p * (low + high) / 2 for p, low, high in self._pieces())
+
+    @property
+    def mean_generated_square(self) -> float:
+        """E[T^2] (uniform on (a, b]: (a^2 + a*b + b^2) / 3)."""
+        return sum(p * (low * low + low * high + high * high) / 3 for p, low, high in self._pieces())
+
+    def survival(self, lengths: Any) -> Any:
+        """P(T > x) at generated lengths ``x`` (numpy array or float): 1 - F(x).
+
+        F is piecewise linear between the quantile points (piecewise uniform
+        lengths); without ``gen_quantiles`` every sequence runs to the maximum.
+        """
+        import numpy as np
+
+        x = np.asarray(lengths, dtype=np.float64)
+        if self.gen_quantiles is None:
+            return (x < self.generation_length).astype(np.float64)
+        points_x = [0.0] + [float(length) for _, length in self.gen_quantiles]
+        points_f = [0.0] + [fraction for fraction, _ in self.gen_quantiles]
+        # Equal lengths (a point mass) are kept apart by a hair so np.interp is defined.
+        for index in range(1, len(points_x)):
+            if points_x[index] <= points_x[index - 1]:
+                points_x[index] = points_x[index - 1] + 1e-9
+        return 1.0 - np.interp(x, points_x, points_f)
 
     def decode_segments(self) -> tuple[tuple[int, int, float], ...]:
         """Decode segments ``(first length, last length, active fraction)``.
@@ -575,10 +661,30 @@ def parse_optimizer(data: Any, algorithm: str) -> OptimizerConfig:
 
 @dataclass(frozen=True)
 class PlacementConfig:
-    """The ``placement`` section: the plan space's knobs."""
+    """The ``placement`` section: the plan space's knobs.
+
+    Attributes
+    ----------
+    microbatches, micro_batch_sizes
+        Train and infer micro-batching, as counts per replica (v1 form) or as
+        sequences per micro-batch and replica (the frameworks' form, the
+        default). At most one of the two is given; the other is ``None``.
+    recompute, sharding
+        Activation recompute (``none``, ``full``) and state sharding
+        (``zero1``, ``zero3``) candidates of train vertices.
+    offload
+        Offload candidates (``False``, ``True``) of train and infer vertices.
+    concurrency
+        Rollout concurrency (max_num_seqs) candidates of generate vertices.
+    """
 
     min_block_gpus: int = 1
-    microbatches: tuple[int, ...] = (1, 2, 4, 8)
+    microbatches: tuple[int, ...] | None = None
+    micro_batch_sizes: tuple[int, ...] | None = DEFAULT_MICRO_BATCH_SIZES
+    recompute: tuple[str, ...] = RECOMPUTE_CHOICES
+    sharding: tuple[str, ...] = SHARDING_CHOICES
+    offload: tuple[bool, ...] = (False, True)
+    concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
 
     def __post_init__(self) -> None:
         positive_int(self.min_block_gpus, "placement.min_block_gpus")
@@ -586,10 +692,80 @@ class PlacementConfig:
             raise InstanceError(
                 "placement.min_block_gpus", f"must be a power of two, got {self.min_block_gpus}"
             )
-        if not self.microbatches:
-            raise InstanceError("placement.microbatches", "must not be empty")
-        for index, value in enumerate(self.microbatches):
-            positive_int(value, f"placement.microbatches[{index}]")
+        if (self.microbatches is None) == (self.micro_batch_sizes is None):
+            raise InstanceError(
+                "placement.microbatches",
+                "give exactly one of placement.microbatches and placement.micro_batch_sizes",
+            )
+        for name in ("microbatches", "micro_batch_sizes", "concurrency"):
+            values = getattr(self, name)
+            if values is None:
+                continue
+            if not values:
+                raise InstanceError(f"placement.{name}", "must not be empty")
+            for index, value in enumerate(values):
+                positive_int(value, f"placement.{name}[{index}]")
+        for name, allowed in (("recompute", RECOMPUTE_CHOICES), ("sharding", SHARDING_CHOICES)):
+            values = getattr(self, name)
+            if not values:
+                raise InstanceError(f"placement.{name}", "must not be empty")
+            for index, value in enumerate(values):
+                if value not in allowed:
+                    raise InstanceError(
+                        f"placement.{name}[{index}]",
+                        f"must be one of {', '.join(allowed)}, got {_describe(value)}",
+                    )
+        if not self.offload:
+            raise InstanceError("placement.offload", "must not be empty")
+
+    def microbatch_counts(self, replica: int) -> tuple[int, ...]:
+        """Micro-batch counts allowed for a replica of ``replica`` sequences.
+
+        The count form is taken as given (counts above ``replica`` are
+        dropped); a micro-batch size m gives ``ceil(replica / m)``.
+        """
+        if self.microbatches is not None:
+            return tuple(mb for mb in self.microbatches if mb <= replica)
+        assert self.micro_batch_sizes is not None
+        return tuple(sorted({-(-replica // size) for size in self.micro_batch_sizes}))
+
+
+def _int_list(raw: Any, path: str) -> tuple[int, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise InstanceError(
+            path, f"must be a non-empty list of positive integers, got {_describe(raw)}"
+        )
+    return tuple(sorted({positive_int(value, f"{path}[{i}]") for i, value in enumerate(raw)}))
+
+
+def _choice_list(raw: Any, path: str, allowed: tuple[Any, ...]) -> tuple[Any, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise InstanceError(
+            path,
+            f"must be a non-empty list of {', '.join(map(str, allowed))}, got {_describe(raw)}",
+        )
+    chosen = []
+    for index, value in enumerate(raw):
+        if isinstance(value, bool) != isinstance(allowed[0], bool) or value not in allowed:
+            raise InstanceError(
+                f"{path}[{index}]",
+                f"must be one of {', '.join(str(a).lower() for a in allowed)}, "
+                f"got {_describe(value)}",
+            )
+        if value not in chosen:
+            chosen.append(value)
+    return tuple(a for a in allowed if a in chosen)
+
+
+_PLACEMENT_KEYS = (
+    "min_block_gpus",
+    "microbatches",
+    "micro_batch_sizes",
+    "recompute",
+    "sharding",
+    "offload",
+    "concurrency",
+)
 
 
 def parse_placement(data: Any) -> PlacementConfig:
@@ -597,25 +773,145 @@ def parse_placement(data: Any) -> PlacementConfig:
     if data is None:
         return PlacementConfig()
     section = mapping(data, "placement")
-    check_keys(section, ("min_block_gpus", "microbatches"), "placement")
+    check_keys(section, _PLACEMENT_KEYS, "placement")
     values: dict[str, Any] = {}
     if section.get("min_block_gpus") is not None:
         values["min_block_gpus"] = positive_int(
             section["min_block_gpus"], "placement.min_block_gpus"
         )
-    if section.get("microbatches") is not None:
-        raw = section["microbatches"]
-        if not isinstance(raw, list) or not raw:
-            raise InstanceError(
-                "placement.microbatches",
-                f"must be a non-empty list of positive integers, got {_describe(raw)}",
-            )
-        values["microbatches"] = tuple(
-            sorted(
-                {positive_int(value, f"placement.microbatches[{i}]") for i, value in enumerate(raw)}
-            )
+    given_counts = section.get("microbatches") is not None
+    given_sizes = section.get("micro_batch_sizes") is not None
+    if given_counts and given_sizes:
+        raise InstanceError(
+            "placement.microbatches",
+            "give either microbatches (counts) or micro_batch_sizes (sequences), not both",
         )
+    if given_counts:
+        values["microbatches"] = _int_list(section["microbatches"], "placement.microbatches")
+        values["micro_batch_sizes"] = None
+    if given_sizes:
+        values["micro_batch_sizes"] = _int_list(
+            section["micro_batch_sizes"], "placement.micro_batch_sizes"
+        )
+    if section.get("concurrency") is not None:
+        values["concurrency"] = _int_list(section["concurrency"], "placement.concurrency")
+    if section.get("recompute") is not None:
+        values["recompute"] = _choice_list(
+            section["recompute"], "placement.recompute", RECOMPUTE_CHOICES
+        )
+    if section.get("sharding") is not None:
+        values["sharding"] = _choice_list(
+            section["sharding"], "placement.sharding", SHARDING_CHOICES
+        )
+    if section.get("offload") is not None:
+        values["offload"] = _choice_list(section["offload"], "placement.offload", (False, True))
     return PlacementConfig(**values)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """The ``engine`` section: facts about the RL framework (DESIGN.md section 10).
+
+    Attributes
+    ----------
+    flash_attention
+        Attention scores are never materialised (default in verl, OpenRLHF
+        and NeMo RL: their configs enable flash attention by default).
+    sequence_packing
+        Train and infer work on real tokens (verl ``use_remove_padding``, NeMo
+        RL ``sequence_packing``); without it every sequence is padded to S+T.
+    recompute_logprobs
+        Old log-probs are recomputed by an ``actor.infer`` vertex (verl's
+        ``compute_log_prob``, NeMo RL's ``get_logprobs``, OpenRLHF's
+        ``make_experience``).
+    rollout_workspace
+        Bytes per GPU the rollout engine needs beside weights and KV pool.
+    """
+
+    flash_attention: bool = True
+    sequence_packing: bool = True
+    recompute_logprobs: bool = True
+    rollout_workspace: float = DEFAULT_ROLLOUT_WORKSPACE
+
+    def __post_init__(self) -> None:
+        for name in ("flash_attention", "sequence_packing", "recompute_logprobs"):
+            boolean(getattr(self, name), f"engine.{name}")
+        nonnegative_float(self.rollout_workspace, "engine.rollout_workspace")
+
+
+def parse_engine(data: Any) -> EngineConfig:
+    """Build :class:`EngineConfig` from the optional ``engine`` section."""
+    if data is None:
+        return EngineConfig()
+    section = mapping(data, "engine")
+    keys = ("flash_attention", "sequence_packing", "recompute_logprobs", "rollout_workspace")
+    check_keys(section, keys, "engine")
+    values: dict[str, Any] = {}
+    for key in keys[:3]:
+        if section.get(key) is not None:
+            values[key] = boolean(section[key], f"engine.{key}")
+    if section.get("rollout_workspace") is not None:
+        values["rollout_workspace"] = nonnegative_float(
+            section["rollout_workspace"], "engine.rollout_workspace"
+        )
+    return EngineConfig(**values)
+
+
+@dataclass(frozen=True)
+class ReferenceRun:
+    """The ``reference`` section: a measured run the realism check compares with.
+
+    Attributes
+    ----------
+    step_time_s
+        Measured seconds per RL step.
+    phases
+        Measured phase times: name -> (seconds, vertex names the phase covers).
+    source, framework, settings
+        Citation, framework and its settings in words.
+    """
+
+    step_time_s: float
+    source: str
+    phases: tuple[tuple[str, float, tuple[str, ...]], ...] = ()
+    framework: str = ""
+    settings: str = ""
+
+
+def parse_reference(data: Any) -> ReferenceRun | None:
+    """Build :class:`ReferenceRun` from the optional ``reference`` section."""
+    if data is None:
+        return None
+    section = mapping(data, "reference")
+    check_keys(section, ("step_time_s", "phases", "source", "framework", "settings"), "reference")
+    step = positive_float(require(section, "step_time_s", "reference"), "reference.step_time_s")
+    texts = {}
+    for key in ("source", "framework", "settings"):
+        value = section.get(key, "")
+        if not isinstance(value, str):
+            raise InstanceError(f"reference.{key}", f"must be text, got {_describe(value)}")
+        texts[key] = value.strip()
+    if not texts["source"]:
+        raise InstanceError("reference.source", "missing required field")
+    phases = []
+    raw = section.get("phases")
+    if raw is not None:
+        for name, entry in mapping(raw, "reference.phases").items():
+            path = f"reference.phases.{name}"
+            entry = mapping(entry, path)
+            check_keys(entry, ("measured_s", "vertices"), path)
+            seconds = positive_float(require(entry, "measured_s", path), f"{path}.measured_s")
+            vertices = require(entry, "vertices", path)
+            if (
+                not isinstance(vertices, list)
+                or not vertices
+                or not all(isinstance(v, str) for v in vertices)
+            ):
+                raise InstanceError(
+                    f"{path}.vertices", f"must be a list of vertex names, got {_describe(vertices)}"
+                )
+            phases.append((name, seconds, tuple(vertices)))
+    return ReferenceRun(step, texts["source"], tuple(phases), texts["framework"], texts["settings"])
 
 
 @dataclass(frozen=True)
@@ -686,6 +982,8 @@ class Instance:
     optimizer: OptimizerConfig
     placement: PlacementConfig = field(default_factory=PlacementConfig)
     solver: SolverConfig = field(default_factory=SolverConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    reference: ReferenceRun | None = None
     warnings: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -709,7 +1007,17 @@ class Instance:
         return TRAINED_MODELS[self.algorithm]
 
 
-_SECTIONS = ("hardware", "models", "workload", "policy", "optimizer", "placement", "solver")
+_SECTIONS = (
+    "hardware",
+    "models",
+    "workload",
+    "policy",
+    "optimizer",
+    "placement",
+    "solver",
+    "engine",
+    "reference",
+)
 
 
 def parse_instance(data: Any, name: str = "instance") -> Instance:
@@ -754,6 +1062,8 @@ def parse_instance(data: Any, name: str = "instance") -> Instance:
     optimizer = parse_optimizer(data["optimizer"], algorithm)
     placement = parse_placement(data.get("placement"))
     solver = parse_solver(data.get("solver"))
+    engine = parse_engine(data.get("engine"))
+    reference = parse_reference(data.get("reference"))
     return Instance(
         name=name,
         hardware=hardware,
@@ -763,6 +1073,8 @@ def parse_instance(data: Any, name: str = "instance") -> Instance:
         optimizer=optimizer,
         placement=placement,
         solver=solver,
+        engine=engine,
+        reference=reference,
         warnings=tuple(warnings),
     )
 

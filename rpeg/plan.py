@@ -16,6 +16,7 @@ from rpeg.blocks import Block
 from rpeg.candidates import CandidateDirectory, strategy_problem
 from rpeg.cost import Strategy
 from rpeg.errors import PlanError
+from rpeg.templates import Kind, Vertex
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,19 +72,39 @@ def make_staleness(values: dict[str, int]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(values.items()))
 
 
+def vertex_to_json(
+    directory: CandidateDirectory, vertex: int, placement: Placement
+) -> dict[str, Any]:
+    """One vertex's placement in plan-file form, every field that applies to it explicit."""
+    strategy = placement.strategy
+    kind = directory.template.vertices[vertex].kind
+    entry: dict[str, Any] = {
+        "block": placement.block.to_json(),
+        "dp": strategy.dp,
+        "pp": strategy.pp,
+        "tp": strategy.tp,
+    }
+    if kind is Kind.GENERATE:
+        entry["concurrency"] = strategy.concurrency
+        return entry
+    entry["microbatches"] = strategy.microbatches
+    entry["micro_batch_size"] = directory.cost.microbatch_sequences(strategy)
+    if kind is Kind.TRAIN:
+        entry["recompute"] = strategy.recompute
+        entry["sharding"] = strategy.sharding
+    entry["offload"] = strategy.offload
+    return entry
+
+
 def plan_to_json(plan: Plan, directory: CandidateDirectory) -> dict[str, Any]:
-    """The plan as the JSON document of the specification."""
+    """The plan as the JSON document of the specification (section 7, v2 fields)."""
     template = directory.template
-    vertices = {}
-    for vertex, placement in zip(template.vertices, plan.placements, strict=True):
-        strategy = placement.strategy
-        vertices[vertex.name] = {
-            "block": placement.block.to_json(),
-            "dp": strategy.dp,
-            "pp": strategy.pp,
-            "tp": strategy.tp,
-            "microbatches": strategy.microbatches,
-        }
+    vertices = {
+        vertex.name: vertex_to_json(directory, index, placement)
+        for index, (vertex, placement) in enumerate(
+            zip(template.vertices, plan.placements, strict=True)
+        )
+    }
     document: dict[str, Any] = {
         "algorithm": directory.instance.algorithm,
         "k_eval": directory.instance.k_eval,
@@ -93,15 +114,6 @@ def plan_to_json(plan: Plan, directory: CandidateDirectory) -> dict[str, Any]:
     if plan.order is not None:
         document["order"] = [[template.vertices[v].name, step] for v, step in plan.order]
     return document
-
-
-def _int_field(data: dict[str, Any], key: str, path: str) -> int:
-    if key not in data:
-        raise PlanError(f"{path}.{key}", "missing")
-    value = data[key]
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise PlanError(f"{path}.{key}", f"must be a positive integer, got {value!r}")
-    return value
 
 
 def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
@@ -142,28 +154,33 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
                 f"the {instance.algorithm} instance has no such vertex "
                 f"(vertices: {', '.join(template.names)})",
             )
-    placements = []
-    for vertex in template.vertices:
+    placements: list[Placement | None] = []
+    for index, vertex in enumerate(template.vertices):
         path = f"plan.vertices.{vertex.name}"
         entry = vertices.get(vertex.name)
+        if entry is None and vertex.name == "actor.infer" and "actor.train" in vertices:
+            # A v1 plan: old log-probs run where the actor trains (verl, NeMo RL
+            # and OpenRLHF compute them on the actor's training workers).
+            placements.append(None)
+            continue
         if not isinstance(entry, dict):
             raise PlanError(path, "missing placement for this vertex")
-        extra = set(entry) - {"block", "dp", "pp", "tp", "microbatches"}
+        extra = set(entry) - set(_VERTEX_KEYS)
         if extra:
-            raise PlanError(f"{path}.{sorted(extra)[0]}", "unknown key")
+            raise PlanError(
+                f"{path}.{sorted(extra)[0]}", f"unknown key (allowed: {', '.join(_VERTEX_KEYS)})"
+            )
         if "block" not in entry:
             raise PlanError(f"{path}.block", "missing")
         block = cluster.block_from_json(entry["block"], f"{path}.block")
-        strategy = Strategy(
-            _int_field(entry, "dp", path),
-            _int_field(entry, "pp", path),
-            _int_field(entry, "tp", path),
-            _int_field(entry, "microbatches", path),
-        )
+        strategy = _strategy_from_json(entry, directory, vertex, path)
         problem = strategy_problem(instance, vertex, block.shape, strategy)
         if problem is not None:
             raise PlanError(path, problem)
         placements.append(Placement(block, strategy))
+    for index, placement in enumerate(placements):
+        if placement is None:
+            placements[index] = _logprob_default(directory, placements, index)
     raw_staleness = data.get("staleness", {})
     if not isinstance(raw_staleness, dict):
         raise PlanError("plan.staleness", "must be an object of model -> staleness")
@@ -181,7 +198,86 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
     order = None
     if data.get("order") is not None:
         order = _parse_order(data["order"], directory)
-    return Plan(tuple(placements), make_staleness(staleness), order)
+    return Plan(tuple(p for p in placements if p is not None), make_staleness(staleness), order)
+
+
+_VERTEX_KEYS = (
+    "block",
+    "dp",
+    "pp",
+    "tp",
+    "microbatches",
+    "micro_batch_size",
+    "recompute",
+    "sharding",
+    "offload",
+    "concurrency",
+)
+
+
+def _strategy_from_json(
+    entry: dict[str, Any], directory: CandidateDirectory, vertex: Vertex, path: str
+) -> Strategy:
+    """The strategy of one plan-file vertex; absent v2 fields take their v1 defaults."""
+    instance = directory.instance
+    dp, pp, tp = (_int_field(entry, key, path) for key in ("dp", "pp", "tp"))
+    replica = -(-instance.workload.sequences // dp)
+    recompute = entry.get("recompute", "none")
+    if recompute not in ("none", "full"):
+        raise PlanError(f"{path}.recompute", f"must be none or full, got {recompute!r}")
+    sharding = entry.get("sharding", "zero1")
+    if sharding not in ("zero1", "zero3"):
+        raise PlanError(f"{path}.sharding", f"must be zero1 or zero3, got {sharding!r}")
+    offload = entry.get("offload", False)
+    if not isinstance(offload, bool):
+        raise PlanError(f"{path}.offload", f"must be true or false, got {offload!r}")
+    if vertex.kind is Kind.GENERATE:
+        if "concurrency" in entry:
+            concurrency = _int_field(entry, "concurrency", path)
+        else:
+            # A v1 plan: its rollout decoded ceil(replica / mb) sequences at a
+            # time; the closest plan-space concurrency holds at least that many.
+            waves = _int_field(entry, "microbatches", path) if "microbatches" in entry else 1
+            wanted = -(-replica // waves)
+            choices = instance.placement.concurrency
+            concurrency = min((c for c in choices if c >= wanted), default=max(choices))
+        return Strategy(dp, pp, tp, 1, recompute, sharding, offload, concurrency)
+    if "concurrency" in entry:
+        raise PlanError(f"{path}.concurrency", "applies to generate vertices only")
+    counts = []
+    if "microbatches" in entry:
+        counts.append(_int_field(entry, "microbatches", path))
+    if "micro_batch_size" in entry:
+        size = _int_field(entry, "micro_batch_size", path)
+        counts.append(-(-replica // size))
+    if not counts:
+        raise PlanError(f"{path}.microbatches", "missing (give microbatches or micro_batch_size)")
+    if len(set(counts)) > 1:
+        raise PlanError(
+            f"{path}.micro_batch_size",
+            f"{entry['micro_batch_size']} sequences per micro-batch means {counts[1]} "
+            f"microbatches of a {replica}-sequence replica, not {counts[0]}",
+        )
+    return Strategy(dp, pp, tp, counts[0], recompute, sharding, offload, 0)
+
+
+def _logprob_default(
+    directory: CandidateDirectory, placements: list[Placement | None], index: int
+) -> Placement:
+    """``actor.infer`` of a v1 plan: on the actor's training block and layout."""
+    train = placements[directory.template.index("actor.train")]
+    assert train is not None
+    strategy = Strategy(train.strategy.dp, train.strategy.pp, train.strategy.tp, 1)
+    vertex = directory.template.vertices[index]
+    instance = directory.instance
+    replica = -(-instance.workload.sequences // strategy.dp)
+    for count in (train.strategy.microbatches, *instance.placement.microbatch_counts(replica)):
+        candidate = Strategy(strategy.dp, strategy.pp, strategy.tp, count)
+        if strategy_problem(instance, vertex, train.block.shape, candidate) is None:
+            return Placement(train.block, candidate)
+    raise PlanError(
+        "plan.vertices.actor.infer", "missing, and the actor's training placement does not fit it"
+    )
 
 
 def _parse_order(raw: Any, directory: CandidateDirectory) -> tuple[tuple[int, int], ...]:

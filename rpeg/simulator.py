@@ -136,10 +136,7 @@ class Simulator:
         self._pub_edges = tuple((e.src, e.dst, e.model) for e in self.template.pub_edges)
         self._graphs: dict[tuple, tuple] = {}
         self._lag_cache: dict[tuple, float] = {}
-        workload = self.instance.workload
-        self._mean_generated = sum(
-            (last - first + 1) * fraction for first, last, fraction in workload.decode_segments()
-        )
+        self._mean_generated = self.instance.workload.mean_generated
 
     # -- graph of runs per staleness ----------------------------------------------
 
@@ -183,9 +180,7 @@ class Simulator:
             source, target = placements[src], placements[dst]
             same_block = source.block == target.block
             destination = target.strategy
-            same_layout = (
-                source.strategy.tp == destination.tp and source.strategy.pp == destination.pp
-            )
+            same_layout = source.strategy.layout == destination.layout
             level = (
                 target.block.level if same_block else cluster.span_level(source.block, target.block)
             )

@@ -6,6 +6,13 @@ user of those weights. Unrolled over ``k_eval`` steps the graph has one *run*
 per (vertex, step); the user of model m's weights at step t waits for m's
 train run at step ``t - 1 - staleness[m]`` (no wait when that is negative),
 and the runs of one vertex follow each other (chain edges).
+
+With old log-probs recomputed (``engine.recompute_logprobs``, the default)
+every template gains ``actor.infer``: a forward pass of the actor over the
+samples, between ``actor.generate`` and ``actor.train``. Its pub edge from
+``actor.train`` is *synchronous*: it always uses the latest weights (the
+train run of step t-1), whatever staleness the rollout has — off-policy
+samples are scored by the current policy, as in decoupled PPO.
 """
 
 from __future__ import annotations
@@ -40,13 +47,20 @@ class Edge:
     """A template edge between vertex indices.
 
     ``kind`` is ``"data"`` (same step) or ``"pub"`` (weights of ``model``
-    from its train vertex to a user in a later step).
+    from its train vertex to a user in a later step). A ``synchronous`` pub
+    edge ignores the model's staleness (always 0).
     """
 
     src: int
     dst: int
     kind: str
     model: str | None = None
+    synchronous: bool = False
+
+    @property
+    def staleness_model(self) -> str | None:
+        """The model whose staleness decides this pub edge (None: fixed at 0)."""
+        return None if self.synchronous else self.model
 
 
 @dataclass(frozen=True)
@@ -94,56 +108,84 @@ def _build(algorithm: str, vertex_names: list[str], data: list[tuple[str, str]])
     data_edges = tuple(Edge(position[src], position[dst], "data") for src, dst in data)
     pub_edges = []
     for vertex in vertices:
-        if vertex.kind is Kind.TRAIN:
-            user = next(v for v in vertices if v.model == vertex.model and v.kind is not Kind.TRAIN)
+        if vertex.kind is not Kind.TRAIN:
+            continue
+        users = [v for v in vertices if v.model == vertex.model and v.kind is not Kind.TRAIN]
+        for rank, user in enumerate(users):
             pub_edges.append(
-                Edge(position[vertex.name], position[user.name], "pub", model=vertex.model)
+                Edge(
+                    position[vertex.name],
+                    position[user.name],
+                    "pub",
+                    model=vertex.model,
+                    synchronous=rank > 0,
+                )
             )
     return Template(algorithm, tuple(vertices), data_edges, tuple(pub_edges))
 
 
-def build_template(algorithm: str) -> Template:
-    """Return the RPEG template of ``algorithm`` (``ppo``, ``grpo`` or ``dpo``)."""
-    if algorithm == "ppo":
-        return _build(
-            "ppo",
-            [
-                "actor.generate",
-                "reference.infer",
-                "reward.infer",
-                "critic.infer",
-                "actor.train",
-                "critic.train",
-            ],
-            [
-                ("actor.generate", "reference.infer"),
-                ("actor.generate", "reward.infer"),
-                ("actor.generate", "critic.infer"),
-                ("reference.infer", "actor.train"),
-                ("reward.infer", "actor.train"),
-                ("critic.infer", "actor.train"),
-                ("reward.infer", "critic.train"),
-                ("critic.infer", "critic.train"),
-            ],
-        )
-    if algorithm == "grpo":
-        return _build(
-            "grpo",
-            ["actor.generate", "reference.infer", "reward.infer", "actor.train"],
-            [
-                ("actor.generate", "reference.infer"),
-                ("actor.generate", "reward.infer"),
-                ("reference.infer", "actor.train"),
-                ("reward.infer", "actor.train"),
-            ],
-        )
-    if algorithm == "dpo":
-        return _build(
-            "dpo",
-            ["actor.generate", "reference.infer", "actor.train"],
-            [("actor.generate", "reference.infer"), ("reference.infer", "actor.train")],
-        )
-    raise ValueError(f"unknown algorithm {algorithm!r}")
+#: Vertices and data edges per algorithm, without ``actor.infer``.
+_TEMPLATES: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
+    "ppo": (
+        [
+            "actor.generate",
+            "reference.infer",
+            "reward.infer",
+            "critic.infer",
+            "actor.train",
+            "critic.train",
+        ],
+        [
+            ("actor.generate", "reference.infer"),
+            ("actor.generate", "reward.infer"),
+            ("actor.generate", "critic.infer"),
+            ("reference.infer", "actor.train"),
+            ("reward.infer", "actor.train"),
+            ("critic.infer", "actor.train"),
+            ("reward.infer", "critic.train"),
+            ("critic.infer", "critic.train"),
+        ],
+    ),
+    "grpo": (
+        ["actor.generate", "reference.infer", "reward.infer", "actor.train"],
+        [
+            ("actor.generate", "reference.infer"),
+            ("actor.generate", "reward.infer"),
+            ("reference.infer", "actor.train"),
+            ("reward.infer", "actor.train"),
+        ],
+    ),
+    "dpo": (
+        ["actor.generate", "reference.infer", "actor.train"],
+        [("actor.generate", "reference.infer"), ("reference.infer", "actor.train")],
+    ),
+}
+
+
+def build_template(algorithm: str, recompute_logprobs: bool = False) -> Template:
+    """Return the RPEG template of ``algorithm`` (``ppo``, ``grpo`` or ``dpo``).
+
+    Parameters
+    ----------
+    algorithm
+        The RL algorithm.
+    recompute_logprobs
+        Add ``actor.infer`` (old log-probs by the actor): data edges
+        ``actor.generate -> actor.infer -> actor.train`` and a synchronous pub
+        edge ``actor.train -> actor.infer``.
+    """
+    if algorithm not in _TEMPLATES:
+        raise ValueError(f"unknown algorithm {algorithm!r}")
+    names, data = _TEMPLATES[algorithm]
+    names, data = list(names), list(data)
+    if recompute_logprobs:
+        names.insert(1, "actor.infer")
+        data = [
+            ("actor.generate", "actor.infer"),
+            *data,
+            ("actor.infer", "actor.train"),
+        ]
+    return _build(algorithm, names, data)
 
 
 @dataclass(frozen=True)
@@ -185,7 +227,8 @@ def unroll(template: Template, k_eval: int, staleness: dict[str, int]) -> tuple[
                 RunEdge(run_id(edge.src, step, count), run_id(edge.dst, step, count), index)
             )
         for index, edge in enumerate(template.pub_edges):
-            source_step = step - 1 - staleness[edge.model]
+            key = edge.staleness_model
+            source_step = step - 1 - (staleness[key] if key is not None else 0)
             if source_step >= 0:
                 edges.append(
                     RunEdge(

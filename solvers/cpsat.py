@@ -173,8 +173,8 @@ class CpSatModel:
             self._level_literals[key] = self._sum_literal(f"at[{vertex},{target},{level}]", members)
         return self._level_literals[key]
 
-    def _other_layout_on(self, vertex: int, target: int, layout: tuple[int, int]):
-        """Literal: ``vertex`` sits on block ``target`` with a (tp, pp) other than ``layout``."""
+    def _other_layout_on(self, vertex: int, target: int, layout: tuple[int, int, int]):
+        """Literal: ``vertex`` sits on block ``target`` with a weight layout other than ``layout``."""
         key = (vertex, target, layout)
         if key not in self._layout_literals:
             indices = self.formulation.other_layout_assignments(vertex, target, layout)
@@ -223,10 +223,14 @@ class CpSatModel:
                             )
 
     def _staleness(self) -> None:
-        """Pub edges: a user at step t waits for the train run at t-1-σ, with the pub lag."""
+        """Pub edges: a user at step t waits for the train run at t-1-σ, with the pub lag.
+
+        A synchronous edge (old log-probs) has σ = 0 whatever is chosen.
+        """
         f, v, model = self.formulation, self.vars, self.model
-        for src, dst, model_name in f.pub_edges:
-            for sigma, chosen in v.staleness[model_name].items():
+        for src, dst, model_name, key in f.pub_edges:
+            for sigma in f.staleness_options(key):
+                chosen = [v.staleness[key][sigma]] if key is not None else []
                 for step in range(f.k_eval):
                     source_step = f.pub_source_step(step, sigma)
                     if source_step < 0:
@@ -240,13 +244,13 @@ class CpSatModel:
                             lag = f.pub_lag_at(model_name, level, target)
                             if elsewhere is not None and lag > 0:
                                 model.Add(v.start[after] >= v.end[before] + lag).OnlyEnforceIf(
-                                    [chosen, x, elsewhere]
+                                    [*chosen, x, elsewhere]
                                 )
                         other_layout = self._other_layout_on(src, block, target.layout)
                         lag = f.reshard_lag(model_name, target)
                         if other_layout is not None and lag > 0:
                             model.Add(v.start[after] >= v.end[before] + lag).OnlyEnforceIf(
-                                [chosen, x, other_layout]
+                                [*chosen, x, other_layout]
                             )
 
     def _memory_capacity(self) -> None:

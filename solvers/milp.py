@@ -246,19 +246,25 @@ class MilpModel:
                             )
 
     def _staleness(self) -> None:
-        """Pub edges: a user at step t waits for the train run at t-1-σ, with the pub lag."""
+        """Pub edges: a user at step t waits for the train run at t-1-σ, with the pub lag.
+
+        A synchronous edge (old log-probs) has σ = 0 whatever is chosen.
+        """
         f, v = self.formulation, self.vars
         family = self._family("staleness")
         big_m = v.horizon
-        for src, dst, name in f.pub_edges:
-            for sigma in f.staleness_choices[name]:
-                chosen = v.s[name, sigma]
+        for src, dst, name, key in f.pub_edges:
+            for sigma in f.staleness_options(key):
+                chosen = v.s[key, sigma] if key is not None else 1
                 for step in range(f.k_eval):
                     source_step = f.pub_source_step(step, sigma)
                     if source_step < 0:
                         continue
                     before, after = f.run(src, source_step), f.run(dst, step)
-                    family.add(v.start[after] >= v.end(before) - big_m * (1 - chosen))
+                    if key is None:
+                        family.add(v.start[after] >= v.end(before))
+                    else:
+                        family.add(v.start[after] >= v.end(before) - big_m * (1 - chosen))
                     for index, target in enumerate(f.assignments[dst]):
                         block = f.block_index[target.block]
                         x = v.x[dst, index]

@@ -101,7 +101,8 @@ def change_strategy(plan: Plan, context: MoveContext, rng: random.Random) -> lis
 
 
 def change_microbatches(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]:
-    """Another number of microbatches for one vertex (same dp, pp, tp)."""
+    """Another setting of one vertex's (dp, pp, tp): micro-batching, recompute, sharding,
+    offload or rollout concurrency."""
     if context.knobs.fixed_mb:
         return []
     vertex = context.pick_vertex(rng, plan)
