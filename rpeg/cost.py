@@ -25,6 +25,9 @@ the specification leaves a choice open this module fixes it and says so:
   full activations (the layer being recomputed);
 * train and infer vertices hold the fp32 logits of one microbatch on the last
   stage (vocabulary for actor and reference, one value for scalar heads);
+* non-GEMM kernels cost ``non_gemm_ratio`` times the GEMM time of every
+  train, infer and prefill pass (decode steps have their memory-bound model
+  and ``decode_step_overhead`` instead);
 * a weight *layout* is (tp, pp, ZeRO-3 shards): a pub edge between equal
   layouts on one block is free; ZeRO-3 weights are gathered for any other
   user, so they always pay the reshard.
@@ -245,6 +248,10 @@ class CostModel:
         """``flops / (F * eff)``."""
         return flops / (self.hardware.flops_per_gpu * self.efficiency(tokens, inner))
 
+    def kernel_time(self, gemm: float) -> float:
+        """GEMM time plus the non-GEMM kernels it brings: ``gemm * (1 + non_gemm_ratio)``."""
+        return gemm * (1.0 + self.hardware.non_gemm_ratio)
+
     def non_gemm_time(self, tokens: float) -> float:
         """Non-GEMM time of one layer and microbatch pass."""
         hw = self.hardware
@@ -339,7 +346,8 @@ class CostModel:
         gemm, non_gemm, tp_comm, pp_comm = self._stage_forward(
             model, strategy, b, self.sequence_tokens, self.sequence_square, levels
         )
-        passes = (strategy.microbatches + strategy.pp - 1) * (gemm + non_gemm + tp_comm + pp_comm)
+        stage = self.kernel_time(gemm) + non_gemm + tp_comm + pp_comm
+        passes = (strategy.microbatches + strategy.pp - 1) * stage
         load = self.host_transfer(self.weight_shard(model, strategy)) if strategy.offload else 0.0
         return passes + load
 
@@ -351,7 +359,7 @@ class CostModel:
         recompute = strategy.recompute == "full"
         forwards = 4 if recompute else 3
         passes = 3 if recompute else 2
-        stage = forwards * gemm + passes * (non_gemm + tp_comm) + 2 * pp_comm
+        stage = forwards * self.kernel_time(gemm) + passes * (non_gemm + tp_comm) + 2 * pp_comm
         shard = self.weight_shard(model, strategy)
         if strategy.sharding == "zero3":
             # Per microbatch: all-gather the stage's weights forward and again
@@ -422,7 +430,9 @@ class CostModel:
         gemm, non_gemm, tp_comm, pp_comm = self._stage_forward(
             model, strategy, in_flight, s, s * s, levels
         )
-        prefill = (chunks + strategy.pp - 1) * (gemm + non_gemm + tp_comm + pp_comm)
+        prefill = (chunks + strategy.pp - 1) * (
+            self.kernel_time(gemm) + non_gemm + tp_comm + pp_comm
+        )
         mean_t = workload.mean_generated
         decode = 0.0
         if n > c:

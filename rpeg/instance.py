@@ -55,10 +55,21 @@ DEFAULT_GEMM_EFFICIENCY = 0.8
 #: the figure the DeepSpeed ZeRO-Offload paper, Ren et al. 2021, uses).
 DEFAULT_HOST_BANDWIDTH = 25e9
 #: Fixed cost of one rollout-engine decode step (scheduling, sampling,
-#: detokenisation) with CUDA graphs. Source: vLLM's V1 engine blog
-#: (blog.vllm.ai, 2025-01-27) reports the CPU overhead per step as a few
-#: milliseconds before its rework; 2 ms is used (planner knob).
-DEFAULT_DECODE_STEP_OVERHEAD = 2e-3
+#: detokenisation) and the fraction of HBM bandwidth a decode step reaches.
+#: Source: vLLM 0.6.0, Llama-3.1-8B-Instruct on 1 x A100-80G, ShareGPT at 4
+#: requests/s: median TPOT 14.14 ms (sgl-project/sglang
+#: benchmark/benchmark_vllm_060/README.md). About 7 sequences are in flight,
+#: so a step reads 16.1 GB of weights + about 0.3 GB of KV cache; at an
+#: achievable 80 % of the 2.039 TB/s HBM (a typical fraction for streaming
+#: kernels) that takes 10.0 ms, leaving 4.1 ms of fixed cost per step.
+DEFAULT_DECODE_STEP_OVERHEAD = 4e-3
+DEFAULT_DECODE_BW_EFF = 0.8
+#: Time of non-GEMM kernels (attention, norms, activations, rotary, casts,
+#: cross-entropy) per second of GEMM time in train and infer passes and
+#: prefill. Source: Megatron-LM (NVIDIA/Megatron-LM README) reaches up to
+#: 47 % MFU end to end on H100, while its GEMMs run at the 80 % of
+#: ``DEFAULT_GEMM_EFFICIENCY``: 0.80 / 0.47 - 1 = 0.70.
+DEFAULT_NON_GEMM_RATIO = 0.7
 #: Rollout workspace (CUDA graphs, activations, sampler) per GPU, bytes
 #: (DESIGN.md section 10; vLLM's profile run reserves about this much for an
 #: 8B model beside weights and KV cache).
@@ -213,7 +224,7 @@ class Hardware:
     beta_p2p: dict[str, float]
     gemm_m_half: float = 5.0
     gemm_k_half: float = 0.0
-    decode_bw_eff: float = 0.15
+    decode_bw_eff: float = DEFAULT_DECODE_BW_EFF
     non_gemm_constant: float = 0.0
     non_gemm_scaling: float = 0.0
     non_gemm_batch_cal: float = 64.0
@@ -221,6 +232,7 @@ class Hardware:
     gemm_efficiency: float = DEFAULT_GEMM_EFFICIENCY
     host_bandwidth: float = DEFAULT_HOST_BANDWIDTH
     decode_step_overhead: float = DEFAULT_DECODE_STEP_OVERHEAD
+    non_gemm_ratio: float = DEFAULT_NON_GEMM_RATIO
 
     def __post_init__(self) -> None:
         positive_int(self.racks, "hardware.racks")
@@ -249,6 +261,7 @@ class Hardware:
         )
         positive_float(self.host_bandwidth, "hardware.host_bandwidth")
         nonnegative_float(self.decode_step_overhead, "hardware.decode_step_overhead")
+        nonnegative_float(self.non_gemm_ratio, "hardware.non_gemm_ratio")
 
     @property
     def num_gpus(self) -> int:
@@ -291,6 +304,7 @@ _HARDWARE_OPTIONAL = (
     "gemm_efficiency",
     "host_bandwidth",
     "decode_step_overhead",
+    "non_gemm_ratio",
 )
 
 
