@@ -20,6 +20,7 @@ from rpeg.gantt import write_gantt
 from rpeg.outputs import OutputBundle, write_json
 from rpeg.plan import plan_to_json, read_plan
 from rpeg.simulator import Trace
+from rpeg.vocabulary import framework_view
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT, EXIT_NO_PLAN = 0, 1, 2, 3
 
@@ -222,7 +223,10 @@ def command_solve(args: argparse.Namespace) -> int:
     trace = problem.simulator.simulate(result.plan) if result.plan is not None else None
     out = args.out or _default_out(instance.name)
     with OutputBundle(out) as bundle:
-        bundle.write_json("result.json", result.to_json())
+        document = result.to_json()
+        if result.plan is not None and trace is not None:
+            document["framework"] = framework_view(problem, result.plan, trace)
+        bundle.write_json("result.json", document)
         bundle.write_text("report.md", render_report(problem, result, trace))
         if result.plan is not None and trace is not None:
             bundle.write_json("plan.json", plan_to_json(result.plan, problem.directory))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rpeg.context import Problem
 from rpeg.simulator import Trace
+from rpeg.vocabulary import framework_markdown, framework_view
 from solvers.result import Result
 
 
@@ -12,7 +13,7 @@ def _seconds(value: float | None) -> str:
 
 
 def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
-    """Markdown summary of a result: status, figures, and per-vertex placement."""
+    """Markdown summary of a result: status, figures, placement and framework settings."""
     instance = problem.instance
     hardware = instance.hardware
     lines = [
@@ -71,6 +72,7 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
         )
     lines += ["", "## Staleness", ""]
     lines += [f"- {model}: {value}" for model, value in plan.staleness]
+    lines += ["", *framework_markdown(framework_view(problem, plan, trace))]
     lines += [
         "",
         "## Memory per GPU",

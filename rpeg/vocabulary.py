@@ -1,0 +1,421 @@
+"""A plan in the vocabulary of RL frameworks (DESIGN.md section 12).
+
+Users configure verl, NeMo RL or OpenRLHF, not blocks and candidates.
+:func:`framework_view` restates a plan in their terms: per vertex the GPUs,
+tp/pp/dp, the micro-batch size per GPU (sequences and tokens), activation
+recompute, state sharding, offload, rollout concurrency (vLLM
+``max_num_seqs``) and ``gpu_memory_utilization``; which vertices are
+colocated and which run concurrently; and each model's staleness in words.
+The result is a plain JSON-able dict, written to ``result.json`` under
+``"framework"`` and rendered as the "Framework settings" section of
+``report.md`` (:func:`framework_markdown`).
+
+Conventions fixed here:
+
+* the micro-batch size per GPU counts the sequences of one microbatch of
+  one data-parallel replica, ``ceil(ceil(B*K/dp) / microbatches)`` (every
+  GPU of the replica's tp x pp group works on it); its tokens use the mean
+  tokens per sequence of the cost model (``E[S+T]`` with sequence packing,
+  ``S+T`` without);
+* ``gpu_memory_utilization`` of a rollout is (weight shard + KV pool +
+  rollout workspace) / ``memory_per_gpu`` (the whole GPU, as vLLM counts it,
+  not the usable memory after ``memory_reserve``);
+* vertices are *colocated* when their blocks share a GPU; the groups are the
+  connected components of that relation (aligned blocks are nested or
+  disjoint, so a group is the GPUs of its largest block);
+* two vertices run *concurrently* when their blocks are disjoint and some of
+  their runs overlap in time in the simulated trace (any steps).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rpeg.context import Problem
+from rpeg.cost import Strategy
+from rpeg.plan import Plan
+from rpeg.simulator import Trace
+from rpeg.templates import Kind
+
+#: What the sharding candidates are called in the frameworks.
+SHARDING_WORDS = {
+    "zero1": "ZeRO-1 / distributed optimizer",
+    "zero3": "ZeRO-3 / FSDP full shard",
+}
+
+#: What the recompute candidates are called in the frameworks.
+RECOMPUTE_WORDS = {
+    "none": "off",
+    "full": "full activation checkpointing",
+}
+
+#: Where each setting is typed in each framework, as markdown (``None``: no
+#: knob of its own).
+#: Keys as in verl's ``ppo_trainer.yaml``, NeMo RL's ``examples/configs``
+#: and OpenRLHF's ``train_ppo_ray`` command line.
+FRAMEWORK_KEYS: dict[str, dict[str, str | None]] = {
+    "rollout tp": {
+        "verl": "`actor_rollout_ref.rollout.tensor_model_parallel_size`",
+        "NeMo RL": "`policy.generation.vllm_cfg.tensor_parallel_size`",
+        "OpenRLHF": "`--vllm_tensor_parallel_size`",
+    },
+    "max_num_seqs": {
+        "verl": "`actor_rollout_ref.rollout.max_num_seqs`",
+        "NeMo RL": "`policy.generation.vllm_kwargs.max_num_seqs`",
+        "OpenRLHF": None,
+    },
+    "gpu_memory_utilization": {
+        "verl": "`actor_rollout_ref.rollout.gpu_memory_utilization`",
+        "NeMo RL": "`policy.generation.vllm_cfg.gpu_memory_utilization`",
+        "OpenRLHF": "`--vllm_gpu_memory_utilization`",
+    },
+    "train micro-batch size per GPU": {
+        "verl": "`actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu`, "
+        "`critic.ppo_micro_batch_size_per_gpu`",
+        "NeMo RL": "`policy.train_micro_batch_size`",
+        "OpenRLHF": "`--micro_train_batch_size`",
+    },
+    "train micro-batch tokens per GPU": {
+        "verl": "`actor_rollout_ref.actor.ppo_max_token_len_per_gpu` (with `use_dynamic_bsz`)",
+        "NeMo RL": "`policy.sequence_packing.train_mb_tokens`",
+        "OpenRLHF": None,
+    },
+    "infer micro-batch size per GPU": {
+        "verl": "`actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu`, "
+        "`actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu`",
+        "NeMo RL": "`policy.logprob_batch_size`",
+        "OpenRLHF": "`--micro_rollout_batch_size`",
+    },
+    "infer micro-batch tokens per GPU": {
+        "verl": "`actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu`",
+        "NeMo RL": "`policy.sequence_packing.logprob_mb_tokens`",
+        "OpenRLHF": None,
+    },
+    "recompute": {
+        "verl": "`actor_rollout_ref.model.enable_gradient_checkpointing`",
+        "NeMo RL": "`policy.dtensor_cfg.activation_checkpointing`",
+        "OpenRLHF": "`--gradient_checkpointing`",
+    },
+    "sharding": {
+        "verl": "`actor.strategy`: `fsdp` (ZeRO-3) or `megatron` (distributed optimizer, ZeRO-1)",
+        "NeMo RL": "`policy.dtensor_cfg` (FSDP2, ZeRO-3) or "
+        "`policy.megatron_cfg.optimizer.use_distributed_optimizer` (ZeRO-1)",
+        "OpenRLHF": "`--zero_stage`",
+    },
+    "offload": {
+        "verl": "`actor_rollout_ref.actor.fsdp_config.param_offload`, `optimizer_offload`",
+        "NeMo RL": "`policy.dtensor_cfg.cpu_offload`",
+        "OpenRLHF": "`--adam_offload`, `--ref_reward_offload`",
+    },
+    "colocation": {
+        "verl": "resource pools (hybrid engine: actor, rollout and reference share one)",
+        "NeMo RL": "`policy.generation.colocated.enabled`",
+        "OpenRLHF": "`--colocate_all_models`, `--colocate_actor_ref`, `--colocate_critic_reward`",
+    },
+    "staleness": {
+        "verl": "`recipe/one_step_off_policy`",
+        "NeMo RL": "`grpo.async_grpo.enabled`, `grpo.async_grpo.max_trajectory_age_steps`",
+        "OpenRLHF": "`--async_train`",
+    },
+}
+
+_COUNT_WORDS = {1: "one", 2: "two", 3: "three"}
+
+
+def staleness_words(steps: int) -> str:
+    """Staleness in words: 0 on-policy, 1 one-step off-policy, k k-step off-policy.
+
+    Parameters
+    ----------
+    steps
+        How many steps old the weights a model's users read may be.
+
+    Returns
+    -------
+    str
+        ``"on-policy (synchronous)"``, ``"one-step off-policy"``,
+        ``"two-step off-policy"``, ..., ``"5-step off-policy"``.
+    """
+    if steps == 0:
+        return "on-policy (synchronous)"
+    return f"{_COUNT_WORDS.get(steps, str(steps))}-step off-policy"
+
+
+def _gpus_label(gpus: list[int]) -> str:
+    if len(gpus) == 1:
+        return f"GPU {gpus[0]}"
+    return f"GPUs {gpus[0]}-{gpus[-1]}"
+
+
+def _vertex_entry(problem: Problem, index: int, plan: Plan) -> dict[str, Any]:
+    """One vertex in framework terms (only the settings that apply to its kind)."""
+    directory = problem.directory
+    cost = directory.cost
+    vertex = directory.template.vertices[index]
+    placement = plan.placements[index]
+    strategy: Strategy = placement.strategy
+    gpus = list(placement.block.gpus())
+    entry: dict[str, Any] = {
+        "model": vertex.model,
+        "kind": vertex.kind.value,
+        "gpus": gpus,
+        "num_gpus": len(gpus),
+        "tp": strategy.tp,
+        "pp": strategy.pp,
+        "dp": strategy.dp,
+        "sequences_per_replica": cost.replica_sequences(strategy),
+    }
+    if vertex.kind is Kind.GENERATE:
+        weights = cost.weight_shard(vertex.model, strategy)
+        pool = cost.rollout_pool_bytes(vertex.model, strategy)
+        workspace = problem.instance.engine.rollout_workspace
+        memory = problem.instance.hardware.memory_per_gpu
+        entry["rollout_replicas"] = strategy.dp
+        entry["max_num_seqs"] = strategy.concurrency or cost.replica_sequences(strategy)
+        entry["rollout_memory_bytes"] = {
+            "weights": weights,
+            "kv_pool": pool,
+            "workspace": workspace,
+        }
+        entry["gpu_memory_utilization"] = (weights + pool + workspace) / memory
+        return entry
+    sequences = cost.microbatch_sequences(strategy)
+    entry["microbatches"] = strategy.microbatches
+    entry["micro_batch_size_per_gpu"] = sequences
+    entry["micro_batch_tokens_per_gpu"] = sequences * cost.sequence_tokens
+    if vertex.kind is Kind.TRAIN:
+        entry["recompute"] = strategy.recompute
+        entry["recompute_words"] = RECOMPUTE_WORDS[strategy.recompute]
+        entry["sharding"] = strategy.sharding
+        entry["sharding_words"] = SHARDING_WORDS[strategy.sharding]
+    entry["offload"] = strategy.offload
+    return entry
+
+
+def _colocated(problem: Problem, plan: Plan) -> list[dict[str, Any]]:
+    """Connected components (two or more vertices) of the shares-a-GPU relation."""
+    names = problem.directory.template.names
+    blocks = [placement.block for placement in plan.placements]
+    parent = list(range(len(blocks)))
+
+    def root(item: int) -> int:
+        while parent[item] != item:
+            parent[item] = parent[parent[item]]
+            item = parent[item]
+        return item
+
+    for first in range(len(blocks)):
+        for second in range(first + 1, len(blocks)):
+            if blocks[first].intersects(blocks[second]):
+                parent[root(second)] = root(first)
+    members: dict[int, list[int]] = {}
+    for index in range(len(blocks)):
+        members.setdefault(root(index), []).append(index)
+    groups = []
+    for indices in sorted(members.values()):
+        if len(indices) < 2:
+            continue
+        gpus = sorted({gpu for index in indices for gpu in blocks[index].gpus()})
+        groups.append(
+            {
+                "vertices": [names[index] for index in indices],
+                "gpus": gpus,
+                "same_block": all(blocks[index] == blocks[indices[0]] for index in indices),
+            }
+        )
+    return groups
+
+
+def _concurrent(problem: Problem, plan: Plan, trace: Trace) -> list[dict[str, Any]]:
+    """Vertex pairs on disjoint GPUs whose runs overlap in time, with the total overlap."""
+    names = problem.directory.template.names
+    position = {name: index for index, name in enumerate(names)}
+    blocks = [placement.block for placement in plan.placements]
+    runs: dict[int, list[tuple[float, float]]] = {}
+    for event in trace.events:
+        if event.kind == "compute":
+            runs.setdefault(position[event.vertex], []).append((event.start, event.end))
+    tolerance = 1e-12 * max(trace.makespan, 1.0)
+    pairs = []
+    for first in range(len(names)):
+        for second in range(first + 1, len(names)):
+            if blocks[first].intersects(blocks[second]):
+                continue
+            overlap = 0.0
+            for start_a, end_a in runs.get(first, []):
+                for start_b, end_b in runs.get(second, []):
+                    overlap += max(0.0, min(end_a, end_b) - max(start_a, start_b))
+            if overlap > tolerance:
+                pairs.append({"vertices": [names[first], names[second]], "overlap_s": overlap})
+    return pairs
+
+
+def _staleness(problem: Problem, plan: Plan) -> dict[str, dict[str, Any]]:
+    """Each trained model's staleness, in words, with the vertices it applies to."""
+    template = problem.directory.template
+    described = {}
+    for model, steps in plan.staleness:
+        stale = [
+            template.vertices[edge.dst].name
+            for edge in template.pub_edges
+            if edge.model == model and not edge.synchronous
+        ]
+        latest = [
+            template.vertices[edge.dst].name
+            for edge in template.pub_edges
+            if edge.model == model and edge.synchronous
+        ]
+        parts = []
+        if stale:
+            age = (
+                "the latest weights"
+                if steps == 0
+                else f"weights {steps} step{'s' if steps > 1 else ''} old"
+            )
+            parts.append(f"{', '.join(stale)} uses {age}")
+        if latest:
+            parts.append(f"{', '.join(latest)} always uses the latest weights")
+        described[model] = {
+            "steps": steps,
+            "words": staleness_words(steps),
+            "stale_users": stale,
+            "latest_weights_users": latest,
+            "detail": "; ".join(parts),
+        }
+    return described
+
+
+def framework_view(problem: Problem, plan: Plan, trace: Trace | None = None) -> dict[str, Any]:
+    """The plan in the vocabulary of verl, NeMo RL and OpenRLHF.
+
+    Parameters
+    ----------
+    problem
+        The instance's problem (candidate directory, cost model, simulator).
+    plan
+        The plan to describe.
+    trace
+        The plan's simulated trace (it decides which vertices run
+        concurrently); simulated here when not given.
+
+    Returns
+    -------
+    dict
+        A JSON-able document: ``vertices`` (per vertex name: ``gpus``, ``tp``,
+        ``pp``, ``dp``; ``micro_batch_size_per_gpu`` and
+        ``micro_batch_tokens_per_gpu`` for train and infer; ``recompute`` and
+        ``sharding`` for train; ``offload`` for train and infer;
+        ``max_num_seqs`` and ``gpu_memory_utilization`` for generate),
+        ``colocated`` (groups of vertices sharing GPUs), ``concurrent``
+        (pairs of vertices on disjoint GPUs that overlap in time),
+        ``staleness`` (per trained model: ``steps``, ``words`` such as
+        "one-step off-policy", the vertices that read stale weights and those
+        that always read the latest, and a ``detail`` sentence) and the workload figures
+        the settings rest on (``sequences_per_step``,
+        ``tokens_per_sequence``, ``memory_per_gpu_bytes``).
+    """
+    if trace is None:
+        trace = problem.simulator.simulate(plan)
+    template = problem.directory.template
+    instance = problem.instance
+    return {
+        "sequences_per_step": instance.workload.sequences,
+        "tokens_per_sequence": problem.directory.cost.sequence_tokens,
+        "sequence_packing": instance.engine.sequence_packing,
+        "memory_per_gpu_bytes": instance.hardware.memory_per_gpu,
+        "vertices": {
+            vertex.name: _vertex_entry(problem, index, plan)
+            for index, vertex in enumerate(template.vertices)
+        },
+        "colocated": _colocated(problem, plan),
+        "concurrent": _concurrent(problem, plan, trace),
+        "staleness": _staleness(problem, plan),
+    }
+
+
+def _cell(entry: dict[str, Any], key: str) -> str:
+    value = entry.get(key)
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def framework_markdown(view: dict[str, Any]) -> list[str]:
+    """Markdown lines of the "Framework settings" section of ``report.md``.
+
+    Parameters
+    ----------
+    view
+        A document from :func:`framework_view`.
+
+    Returns
+    -------
+    list of str
+        The section, heading included, one line per element.
+    """
+    packing = "sequence packing" if view["sequence_packing"] else "padded to S+T"
+    lines = [
+        "## Framework settings",
+        "",
+        f"{view['sequences_per_step']} sequences per step, "
+        f"{view['tokens_per_sequence']:.1f} tokens per sequence on average ({packing}). "
+        "Micro-batch sizes are per GPU (per data-parallel replica); "
+        "gpu_memory_utilization = (weights + KV pool + rollout workspace) / GPU memory, "
+        "rounded up to the hundredth.",
+        "",
+        "| vertex | GPUs | tp | pp | dp | micro-batch per GPU (sequences / tokens) "
+        "| recompute | sharding | offload | max_num_seqs | gpu_memory_utilization |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, entry in view["vertices"].items():
+        if "micro_batch_size_per_gpu" in entry:
+            count = entry["microbatches"]
+            micro = (
+                f"{entry['micro_batch_size_per_gpu']} / "
+                f"{entry['micro_batch_tokens_per_gpu']:,.0f} "
+                f"({count} microbatch{'es' if count > 1 else ''})"
+            )
+        else:
+            micro = "—"
+        utilization = entry.get("gpu_memory_utilization")
+        lines.append(
+            f"| {name} | {_gpus_label(entry['gpus'])} | {entry['tp']} | {entry['pp']} | "
+            f"{entry['dp']} | {micro} | "
+            f"{entry.get('recompute_words', '—')} | {entry.get('sharding_words', '—')} | "
+            f"{_cell(entry, 'offload')} | {_cell(entry, 'max_num_seqs')} | "
+            f"{'—' if utilization is None else f'{math.ceil(utilization * 100) / 100:.2f}'} |"
+        )
+    lines += ["", "Colocated (sharing GPUs, run one after the other):", ""]
+    if view["colocated"]:
+        for group in view["colocated"]:
+            how = "one block" if group["same_block"] else "nested blocks"
+            lines.append(f"- {_gpus_label(group['gpus'])}: {', '.join(group['vertices'])} ({how})")
+    else:
+        lines.append("- none: every vertex has GPUs of its own")
+    lines += ["", "Concurrent (disjoint GPUs, overlapping in time):", ""]
+    if view["concurrent"]:
+        for pair in view["concurrent"]:
+            first, second = pair["vertices"]
+            lines.append(f"- {first} and {second} (overlap {pair['overlap_s']:.4g} s in total)")
+    else:
+        lines.append("- none")
+    lines += ["", "Staleness:", ""]
+    for model, described in view["staleness"].items():
+        lines.append(
+            f"- {model}: {described['words']} (staleness {described['steps']}): "
+            f"{described['detail']}"
+        )
+    lines += [
+        "",
+        "Where to set it:",
+        "",
+        "| setting | verl | NeMo RL | OpenRLHF |",
+        "|---|---|---|---|",
+    ]
+    for setting, keys in FRAMEWORK_KEYS.items():
+        cells = " | ".join(keys[name] or "—" for name in ("verl", "NeMo RL", "OpenRLHF"))
+        lines.append(f"| {setting} | {cells} |")
+    return lines
