@@ -153,7 +153,9 @@ class CandidateDirectory:
     def __init__(self, instance: Instance, cluster: Cluster | None = None) -> None:
         self.instance = instance
         self.template: Template = build_template(
-            instance.algorithm, instance.engine.recompute_logprobs
+            instance.algorithm,
+            instance.engine.recompute_logprobs,
+            instance.engine.reference_model,
         )
         self.cluster = cluster or Cluster(instance.hardware, instance.placement.min_block_gpus)
         self.cost = CostModel(instance, self.cluster)

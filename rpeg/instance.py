@@ -840,15 +840,21 @@ class EngineConfig:
         ``make_experience``).
     rollout_workspace
         Bytes per GPU the rollout engine needs beside weights and KV pool.
+    reference_model
+        Whether a frozen reference model scores the samples (a KL term).
+        KL-free recipes (DAPO, Dr. GRPO; verl with ``use_kl_loss`` and
+        ``use_kl_in_reward`` false) drop ``reference.infer``; online DPO
+        always needs it.
     """
 
     flash_attention: bool = True
     sequence_packing: bool = True
     recompute_logprobs: bool = True
     rollout_workspace: float = DEFAULT_ROLLOUT_WORKSPACE
+    reference_model: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("flash_attention", "sequence_packing", "recompute_logprobs"):
+        for name in ("flash_attention", "sequence_packing", "recompute_logprobs", "reference_model"):
             boolean(getattr(self, name), f"engine.{name}")
         nonnegative_float(self.rollout_workspace, "engine.rollout_workspace")
 
@@ -858,10 +864,16 @@ def parse_engine(data: Any) -> EngineConfig:
     if data is None:
         return EngineConfig()
     section = mapping(data, "engine")
-    keys = ("flash_attention", "sequence_packing", "recompute_logprobs", "rollout_workspace")
+    keys = (
+        "flash_attention",
+        "sequence_packing",
+        "recompute_logprobs",
+        "reference_model",
+        "rollout_workspace",
+    )
     check_keys(section, keys, "engine")
     values: dict[str, Any] = {}
-    for key in keys[:3]:
+    for key in keys[:4]:
         if section.get(key) is not None:
             values[key] = boolean(section[key], f"engine.{key}")
     if section.get("rollout_workspace") is not None:
@@ -1009,6 +1021,10 @@ class Instance:
         for role in (*REQUIRED_ROLES[self.algorithm], "reference"):
             if role not in self.models:
                 raise InstanceError(f"models.{role}", f"missing: {self.algorithm} needs this model")
+        if self.algorithm == "dpo" and not self.engine.reference_model:
+            raise InstanceError(
+                "engine.reference_model", "online DPO needs the reference model (its loss uses it)"
+            )
 
     @property
     def k_eval(self) -> int:

@@ -125,15 +125,6 @@ def _int_field(data: dict[str, Any], key: str, path: str) -> int:
     return value
 
 
-def _int_field(data: dict[str, Any], key: str, path: str) -> int:
-    if key not in data:
-        raise PlanError(f"{path}.{key}", "missing")
-    value = data[key]
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise PlanError(f"{path}.{key}", f"must be a positive integer, got {value!r}")
-    return value
-
-
 def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
     """Check a plan document against the instance and build the :class:`Plan`.
 

@@ -162,7 +162,9 @@ _TEMPLATES: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
 }
 
 
-def build_template(algorithm: str, recompute_logprobs: bool = False) -> Template:
+def build_template(
+    algorithm: str, recompute_logprobs: bool = False, reference_model: bool = True
+) -> Template:
     """Return the RPEG template of ``algorithm`` (``ppo``, ``grpo`` or ``dpo``).
 
     Parameters
@@ -173,11 +175,17 @@ def build_template(algorithm: str, recompute_logprobs: bool = False) -> Template
         Add ``actor.infer`` (old log-probs by the actor): data edges
         ``actor.generate -> actor.infer -> actor.train`` and a synchronous pub
         edge ``actor.train -> actor.infer``.
+    reference_model
+        Keep ``reference.infer`` (a KL term); without it the vertex and its
+        edges are dropped (KL-free recipes such as DAPO).
     """
     if algorithm not in _TEMPLATES:
         raise ValueError(f"unknown algorithm {algorithm!r}")
     names, data = _TEMPLATES[algorithm]
     names, data = list(names), list(data)
+    if not reference_model:
+        names.remove("reference.infer")
+        data = [edge for edge in data if "reference.infer" not in edge]
     if recompute_logprobs:
         names.insert(1, "actor.infer")
         data = [
