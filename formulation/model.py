@@ -200,6 +200,50 @@ class Formulation:
             self._covering[key] = found
         return found
 
+    def distinct_units(self) -> tuple[tuple[int, int], ...]:
+        """One GPU unit per distinct set of covering assignments (cached)."""
+        key = ("distinct",)
+        found = self._covering.get(key)
+        if found is None:
+            signatures: dict[tuple, tuple[int, int]] = {}
+            for unit in self.gpu_units:
+                signature = tuple(
+                    frozenset(self.covering(v, unit)) for v in range(self.num_vertices)
+                )
+                if any(signature) and signature not in signatures:
+                    signatures[signature] = unit
+            found = tuple(signatures.values())
+            self._covering[key] = found
+        return found
+
+    def root_vertices(self) -> tuple[int, ...]:
+        """Vertices without data predecessors: every other run of a step descends from them."""
+        targets = {dst for _, dst in self.data_edges}
+        return tuple(v for v in range(self.num_vertices) if v not in targets)
+
+    def load_rows(self) -> list[tuple[tuple[int, int], list[tuple[int, int, int]]]]:
+        """Rows of the valid inequality ``makespan >= sum(coefficient * choose[v, a])``.
+
+        Per distinct GPU unit: the ``k_eval`` runs of every assignment covering
+        it go one after another (the unit's load), and when a root vertex
+        (generation) does not cover the unit, nothing runs there before its
+        first run ends (every run descends from it), so its duration adds once.
+        Coefficients are in time units.
+        """
+        roots = set(self.root_vertices())
+        rows = []
+        for unit in self.distinct_units():
+            terms = []
+            for vertex in range(self.num_vertices):
+                covering = set(self.covering(vertex, unit))
+                for index, assignment in enumerate(self.assignments[vertex]):
+                    if index in covering:
+                        terms.append((vertex, index, self.k_eval * assignment.duration))
+                    elif vertex in roots and assignment.duration > 0:
+                        terms.append((vertex, index, assignment.duration))
+            rows.append((unit, terms))
+        return rows
+
     def always_before(self) -> set[tuple[int, int]]:
         """Run pairs (r1, r2) ordered by data and chain edges under every staleness."""
         successors: dict[int, list[int]] = {}
@@ -365,9 +409,7 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
         num_vertices=len(template.vertices),
         k_eval=instance.k_eval,
         data_edges=tuple((e.src, e.dst) for e in template.data_edges),
-        pub_edges=tuple(
-            (e.src, e.dst, e.model, e.staleness_model) for e in template.pub_edges
-        ),
+        pub_edges=tuple((e.src, e.dst, e.model, e.staleness_model) for e in template.pub_edges),
         memory_capacity=math.floor(directory.capacity),
         gpu_units=gpu_units,
         upper_bound=upper_bound,

@@ -67,9 +67,7 @@ def strategy_problem(
             return "a rollout has no microbatches (its concurrency replaces them)"
         if strategy.concurrency not in placement.concurrency:
             allowed = ", ".join(map(str, placement.concurrency))
-            return (
-                f"concurrency {strategy.concurrency} not among placement.concurrency ({allowed})"
-            )
+            return f"concurrency {strategy.concurrency} not among placement.concurrency ({allowed})"
         if strategy.recompute != "none" or strategy.sharding != "zero1" or strategy.offload:
             return "recompute, sharding and offload apply to train and infer vertices only"
         return None
@@ -142,12 +140,12 @@ class CandidateDirectory:
     options
         ``options[v][shape]``: the candidates of vertex ``v`` on a block of
         ``shape`` that fit in memory on their own and are not dominated,
-        fastest first. A candidate is dominated when another with the same
-        weight layout (tp, pp, ZeRO-3 shards: what pub lags depend on) on the
-        same shape is no slower and needs no more resident and transient
-        memory: replacing it never lengthens a schedule (durations and lags
-        are no larger) nor raises a GPU's peak, so the optimum over the plan
-        space is unchanged.
+        fastest first. A candidate is dominated when another on the same
+        shape is no slower and needs no more resident and transient memory,
+        and has the same weight layout (tp, pp, ZeRO-3 shards: what pub lags
+        depend on) unless no pub edge touches the vertex: replacing it never
+        lengthens a schedule (durations and lags are no larger) nor raises a
+        GPU's peak, so the optimum over the plan space is unchanged.
     """
 
     def __init__(self, instance: Instance, cluster: Cluster | None = None) -> None:
@@ -161,6 +159,14 @@ class CandidateDirectory:
         self.cost = CostModel(instance, self.cluster)
         self.capacity = instance.hardware.usable_memory
         self._cache: dict[tuple[int, tuple[int, int, int], Strategy], Candidate] = {}
+        touched = {e.src for e in self.template.pub_edges} | {
+            e.dst for e in self.template.pub_edges
+        }
+        #: Vertices no pub edge touches: their lags depend on blocks only, so
+        #: dominance compares every candidate of a shape, whatever its layout.
+        self._layout_free = frozenset(
+            index for index in range(len(self.template.vertices)) if index not in touched
+        )
         self.options: list[dict[tuple[int, int, int], tuple[Candidate, ...]]] = []
         for index, vertex in enumerate(self.template.vertices):
             per_shape: dict[tuple[int, int, int], tuple[Candidate, ...]] = {}
@@ -173,7 +179,7 @@ class CandidateDirectory:
                     )
                     if candidate.memory <= self.capacity
                 ]
-                kept = _non_dominated(feasible)
+                kept = _non_dominated(feasible, index in self._layout_free)
                 if kept:
                     per_shape[shape] = tuple(sorted(kept, key=_candidate_order))
             self.options.append(per_shape)
@@ -248,14 +254,26 @@ def _candidate_order(candidate: Candidate) -> tuple:
     )
 
 
-def _non_dominated(candidates: list[Candidate]) -> list[Candidate]:
+def _dominance_key(candidate: Candidate, layout_free: bool) -> tuple:
+    """Candidates compared for dominance: those whose pub lags are the same.
+
+    Without pub edges the layout does not matter. A ZeRO-3 layout sharded over
+    dp > 1 equals no user's layout, so every such candidate pays the same pub
+    lags whatever its (tp, pp).
+    """
+    if layout_free:
+        return ()
+    layout = candidate.strategy.layout
+    return layout if layout[2] == 1 else ("sharded over dp",)
+
+
+def _non_dominated(candidates: list[Candidate], layout_free: bool = False) -> list[Candidate]:
     groups: dict[tuple, list[Candidate]] = {}
     for candidate in candidates:
-        groups.setdefault(candidate.strategy.layout, []).append(candidate)
+        groups.setdefault(_dominance_key(candidate, layout_free), []).append(candidate)
     kept = []
     for group in groups.values():
-        group.sort(key=lambda c: (c.resident, c.transient, *_candidate_order(c)))
-        group.sort(key=lambda c: c.time)
+        group.sort(key=lambda c: (c.time, c.resident, c.transient, *_candidate_order(c)))
         front: list[Candidate] = []
         for candidate in group:
             dominated = any(

@@ -15,7 +15,9 @@ The same formulation as ``solvers.cpsat`` (every coefficient comes from
 * ``_memory_capacity``: the static residency rule per GPU unit (in GB);
 * ``_objective``: the makespan of ``k_eval`` steps;
 * ``_gpu_load``: a valid inequality (the makespan covers each GPU unit's
-  total run time) that tightens the LP relaxation of the big-M ordering.
+  total run time) that tightens the LP relaxation of the big-M ordering;
+* ``_gpu_area``: a valid inequality (all runs' GPU-seconds fit in the
+  cluster's GPU-seconds up to the makespan).
 
 Times are in seconds: the formulation's floored integer units times the unit,
 so the optimum is the same as CP-SAT's on the same formulation, and a valid
@@ -188,6 +190,7 @@ class MilpModel:
         self._memory_capacity()
         self._objective()
         self._gpu_load()
+        self._gpu_area()
 
     def _family(self, name: str) -> pyo.ConstraintList:
         constraints = pyo.ConstraintList()
@@ -333,21 +336,32 @@ class MilpModel:
         model.objective = pyo.Objective(expr=v.makespan, sense=pyo.minimize)
 
     def _gpu_load(self) -> None:
-        """Valid inequality: runs covering a GPU unit go one after another, so the makespan
-        is at least their total duration there.
+        """Valid inequality: the makespan covers each GPU unit's total run time, plus
+        the first generation when it runs elsewhere (``Formulation.load_rows``).
 
-        Implied by ``_gpu_exclusivity`` for integer solutions; it tightens the
-        LP relaxation, which the big-M ordering alone leaves weak.
+        Implied by ``_gpu_exclusivity`` and ``_precedence`` for integer
+        solutions; it tightens the LP relaxation, which the big-M ordering
+        alone leaves weak.
         """
         f, v = self.formulation, self.vars
         family = self._family("gpu_load")
-        for unit in f.maximal_units():
-            load = sum(
-                f.k_eval * f.assignments[vertex][i].duration * f.unit * v.x[vertex, i]
-                for vertex in range(f.num_vertices)
-                for i in f.covering(vertex, unit)
+        for _, terms in f.load_rows():
+            family.add(
+                v.makespan
+                >= sum(coefficient * f.unit * v.x[vertex, i] for vertex, i, coefficient in terms)
             )
-            family.add(v.makespan >= load)
+
+    def _gpu_area(self) -> None:
+        """Valid inequality: the GPU-seconds of all runs fit in ``num_gpus x makespan``."""
+        f, v = self.formulation, self.vars
+        family = self._family("gpu_area")
+        gpus = f.problem.directory.cluster.num_gpus
+        area = sum(
+            f.k_eval * a.block.size * a.duration * f.unit * v.x[vertex, i]
+            for vertex in range(f.num_vertices)
+            for i, a in enumerate(f.assignments[vertex])
+        )
+        family.add(gpus * v.makespan >= area)
 
     def sizes(self) -> dict[str, int]:
         """Model size: binaries, continuous variables, constraints."""
