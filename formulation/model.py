@@ -139,7 +139,7 @@ class Formulation:
     def other_layout_assignments(
         self, vertex: int, target: int, layout: tuple[int, int, int]
     ) -> tuple[int, ...]:
-        """Assignments of ``vertex`` on block ``target`` with a weight layout other than ``layout``."""
+        """Assignments of ``vertex`` on block ``target`` whose weight layout is not ``layout``."""
         return tuple(
             index
             for index in self.assignments_on(vertex, target)

@@ -343,7 +343,6 @@ def parse_hardware(data: Any) -> Hardware:
     return Hardware(**ints, **floats, **comm, **optional)
 
 
-
 @dataclass(frozen=True)
 class ModelSpec:
     """Architecture of a decoder-only transformer.
@@ -462,7 +461,9 @@ class Workload:
     @property
     def mean_generated_square(self) -> float:
         """E[T^2] (uniform on (a, b]: (a^2 + a*b + b^2) / 3)."""
-        return sum(p * (low * low + low * high + high * high) / 3 for p, low, high in self._pieces())
+        return sum(
+            p * (low * low + low * high + high * high) / 3 for p, low, high in self._pieces()
+        )
 
     def survival(self, lengths: Any) -> Any:
         """P(T > x) at generated lengths ``x`` (numpy array or float): 1 - F(x).
@@ -854,7 +855,12 @@ class EngineConfig:
     reference_model: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("flash_attention", "sequence_packing", "recompute_logprobs", "reference_model"):
+        for name in (
+            "flash_attention",
+            "sequence_packing",
+            "recompute_logprobs",
+            "reference_model",
+        ):
             boolean(getattr(self, name), f"engine.{name}")
         nonnegative_float(self.rollout_workspace, "engine.rollout_workspace")
 

@@ -176,7 +176,7 @@ class CpSatModel:
         return self._level_literals[key]
 
     def _other_layout_on(self, vertex: int, target: int, layout: tuple[int, int, int]):
-        """Literal: ``vertex`` sits on block ``target`` with a weight layout other than ``layout``."""
+        """Literal: ``vertex`` sits on block ``target`` in a weight layout other than ``layout``."""
         key = (vertex, target, layout)
         if key not in self._layout_literals:
             indices = self.formulation.other_layout_assignments(vertex, target, layout)
