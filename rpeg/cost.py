@@ -36,7 +36,7 @@ the specification leaves a choice open this module fixes it and says so:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -94,6 +94,30 @@ class Strategy:
     sharding: str = "zero1"
     offload: bool = False
     concurrency: int = 0
+    _hash: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self) -> None:
+        # Strategies key the candidate cache on the simulator's hot path:
+        # hash the fields once.
+        object.__setattr__(
+            self,
+            "_hash",
+            hash(
+                (
+                    self.dp,
+                    self.pp,
+                    self.tp,
+                    self.microbatches,
+                    self.recompute,
+                    self.sharding,
+                    self.offload,
+                    self.concurrency,
+                )
+            ),
+        )
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def gpus(self) -> int:

@@ -161,35 +161,62 @@ class Simulator:
     # -- per-plan coefficients ---------------------------------------------------------
 
     def lags(self, plan: Plan) -> list[float]:
-        """Lag of every template edge (data edges, then pub edges) under this plan."""
+        """Lag of every template edge (data edges, then pub edges) under this plan.
+
+        Lags are cached by the positions (and, for pub edges, the layouts) of
+        their two endpoints, so a plan costs one dictionary look-up per edge.
+        """
         placements = plan.placements
-        cluster, cost, cache = self.cluster, self.cost, self._lag_cache
+        cache = self._lag_cache
         lags = []
         for src, dst in self._data_edges:
             first, second = placements[src].block, placements[dst].block
-            if first is second or first == second:
+            if first is second:
                 lags.append(0.0)
                 continue
-            level = cluster.span_level(first, second)
-            key = ("data", level)
+            key = (first.start, first.size, second.start, second.size)
             lag = cache.get(key)
             if lag is None:
-                lag = cache[key] = cost.data_lag(False, level)
+                lag = cache[key] = self._data_lag(first, second)
             lags.append(lag)
-        for src, dst, model in self._pub_edges:
+        for index, (src, dst, _) in enumerate(self._pub_edges):
             source, target = placements[src], placements[dst]
-            same_block = source.block == target.block
-            destination = target.strategy
-            same_layout = source.strategy.layout == destination.layout
-            level = (
-                target.block.level if same_block else cluster.span_level(source.block, target.block)
+            first, second = source.block, target.block
+            origin, destination = source.strategy, target.strategy
+            key = (
+                index,
+                first.start,
+                first.size,
+                second.start,
+                second.size,
+                origin.tp,
+                origin.pp,
+                origin.dp if origin.sharding == "zero3" else 1,
+                destination.tp,
+                destination.pp,
             )
-            key = (model, same_block, same_layout, level, destination.tp, destination.pp)
             lag = cache.get(key)
             if lag is None:
-                lag = cache[key] = cost.pub_lag(model, same_block, same_layout, level, destination)
+                lag = cache[key] = self._pub_lag(index, source, target)
             lags.append(lag)
         return lags
+
+    def _data_lag(self, first, second) -> float:
+        if first == second:
+            return 0.0
+        return self.cost.data_lag(False, self.cluster.span_level(first, second))
+
+    def _pub_lag(self, index: int, source, target) -> float:
+        model = self._pub_edges[index][2]
+        same_block = source.block == target.block
+        destination = target.strategy
+        same_layout = source.strategy.layout == destination.layout
+        level = (
+            target.block.level
+            if same_block
+            else self.cluster.span_level(source.block, target.block)
+        )
+        return self.cost.pub_lag(model, same_block, same_layout, level, destination)
 
     def candidates(self, plan: Plan) -> list:
         """The candidate (time, memory) of every vertex under this plan."""
@@ -206,16 +233,14 @@ class Simulator:
         some placed block: checking each distinct placed block suffices.
         """
         candidates = candidates if candidates is not None else self.candidates(plan)
-        placements = plan.placements
-        spans = {(p.block.start, p.block.end) for p in placements}
+        ranges = [(p.block.start, p.block.start + p.block.size) for p in plan.placements]
         model_of = self._model_of
         worst = 0.0
-        for start, end in spans:
+        for start, end in set(ranges):
             resident: dict[int, float] = {}
             transient = 0.0
-            for index, placement in enumerate(placements):
-                block = placement.block
-                if block.start <= start and end <= block.end:
+            for index, (low, high) in enumerate(ranges):
+                if low <= start and end <= high:
                     candidate = candidates[index]
                     model = model_of[index]
                     if candidate.resident > resident.get(model, 0.0):
