@@ -80,6 +80,10 @@ def command_check(args: argparse.Namespace) -> int:
         f"{directory.size} candidates, "
         f"{directory.assignment_count()} (vertex, block, strategy) assignments"
     )
+    print(
+        f"             {directory.enumerated} strategies per (vertex, shape) enumerated, "
+        f"{directory.fitting} fit in memory, {directory.size} kept after dominance pruning"
+    )
     print("fastest candidate per vertex")
     for index, vertex in enumerate(directory.template.vertices):
         candidate = directory.fastest(index)

@@ -168,17 +168,23 @@ class CandidateDirectory:
             index for index in range(len(self.template.vertices)) if index not in touched
         )
         self.options: list[dict[tuple[int, int, int], tuple[Candidate, ...]]] = []
+        #: Strategies enumerated, and those fitting in memory alone (before
+        #: dominance pruning); ``size`` counts the candidates kept.
+        self.enumerated = 0
+        self.fitting = 0
         for index, vertex in enumerate(self.template.vertices):
             per_shape: dict[tuple[int, int, int], tuple[Candidate, ...]] = {}
             for shape in self.cluster.shapes:
+                strategies = enumerate_strategies(instance, vertex, shape)
                 feasible = [
                     candidate
                     for candidate in (
-                        self.candidate(index, shape, strategy)
-                        for strategy in enumerate_strategies(instance, vertex, shape)
+                        self.candidate(index, shape, strategy) for strategy in strategies
                     )
                     if candidate.memory <= self.capacity
                 ]
+                self.enumerated += len(strategies)
+                self.fitting += len(feasible)
                 kept = _non_dominated(feasible, index in self._layout_free)
                 if kept:
                     per_shape[shape] = tuple(sorted(kept, key=_candidate_order))
