@@ -1,0 +1,96 @@
+"""The realism check against published runs (``python -m compare.realism``)."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+import pytest
+
+from compare import realism
+from rpeg.context import Problem
+from rpeg.plan import read_plan
+
+TINY = Path(__file__).resolve().parent.parent / "data" / "published_tiny"
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_every_shipped_published_run_is_within_the_band(tmp_path, capsys):
+    """The cost model holds every shipped published plan within [0.67, 1.5] x measured.
+
+    This guards the calibration: a cost-model change that moves a published
+    run out of the band fails here.
+    """
+    out = tmp_path / "realism.csv"
+    code = realism.main(["--no-solve", "--csv", str(out)])
+    assert code == 0, capsys.readouterr().out
+    with open(out, encoding="utf-8") as handle:
+        header = handle.readline().strip()
+    assert header == ",".join(realism.CSV_COLUMNS)
+    rows = _rows(out)
+    shipped = sorted(p.stem for p, _ in realism.published_runs())
+    assert sorted(row["name"] for row in rows) == shipped
+    assert len(rows) >= 3
+    for row in rows:
+        ratio = float(row["predicted_s"]) / float(row["measured_s"])
+        assert float(row["ratio"]) == pytest.approx(ratio, rel=1e-3)
+        assert realism.BAND[0] <= ratio <= realism.BAND[1], row["name"]
+
+
+def test_every_published_run_names_its_source_and_a_feasible_plan():
+    """Each published instance carries a reference with a source; its plan fits in memory."""
+    for instance_path, plan_path in realism.published_runs():
+        problem = Problem.load(str(instance_path))
+        assert problem.instance.reference is not None
+        assert problem.instance.reference.source
+        plan = read_plan(plan_path, problem.directory)
+        assert problem.simulator.simulate(plan).feasible, instance_path.name
+
+
+def test_phase_times_are_the_vertex_run_times_of_one_step():
+    """A phase's prediction is the simulated run time of its vertices in one step.
+
+    In the tiny run every vertex runs once per step with one strategy, so the
+    generation phase is exactly the candidate time of actor.generate.
+    """
+    instance_path, plan_path = realism.published_runs(TINY)[0]
+    check, problem, plan = realism.check_run(instance_path, plan_path)
+    directory = problem.directory
+    index = directory.template.index("actor.generate")
+    placement = plan.placements[index]
+    expected = directory.candidate(index, placement.block.extent, placement.strategy).time
+    generation = next(p for p in check.phases if p.name == "generation")
+    assert generation.predicted_s == pytest.approx(expected, rel=1e-12)
+    assert generation.ratio == pytest.approx(expected / 1.0, rel=1e-12)
+    trace = problem.simulator.simulate(plan)
+    assert check.predicted_s == pytest.approx(trace.step_time, rel=1e-12)
+    assert check.ratio == pytest.approx(trace.step_time / 2.0, rel=1e-12)
+
+
+def test_planner_is_never_slower_than_the_published_plan(tmp_path):
+    """On a run whose optimum the exact backends prove, best <= published (speed-up >= 1)."""
+    out = tmp_path / "tiny.csv"
+    code = realism.main(["--folder", str(TINY), "--time-limit", "20", "--csv", str(out)])
+    assert code == 0
+    (row,) = _rows(out)
+    assert float(row["best_s"]) <= float(row["predicted_s"]) * (1 + 1e-6)
+    assert float(row["speedup"]) >= 1 - 1e-6
+
+
+def test_a_run_without_reference_is_rejected(tmp_path, capsys):
+    """A published run must say what was measured: exit 2 with one line."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for source in TINY.iterdir():
+        shutil.copy(source, folder / source.name)
+    instance = folder / "tiny_grpo_run.yaml"
+    text = instance.read_text(encoding="utf-8")
+    instance.write_text(text[: text.index("reference:")], encoding="utf-8")
+    assert realism.main(["--folder", str(folder), "--no-solve"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error:") and "reference" in err[-1]
