@@ -164,7 +164,7 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
                 f"(vertices: {', '.join(template.names)})",
             )
     placements: list[Placement | None] = []
-    for index, vertex in enumerate(template.vertices):
+    for vertex in template.vertices:
         path = f"plan.vertices.{vertex.name}"
         entry = vertices.get(vertex.name)
         if entry is None and vertex.name == "actor.infer" and "actor.train" in vertices:
@@ -187,9 +187,11 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
         if problem is not None:
             raise PlanError(path, problem)
         placements.append(Placement(block, strategy))
+    defaulted = None
     for index, placement in enumerate(placements):
         if placement is None:
             placements[index] = _logprob_default(directory, placements, index)
+            defaulted = index
     raw_staleness = data.get("staleness", {})
     if not isinstance(raw_staleness, dict):
         raise PlanError("plan.staleness", "must be an object of model -> staleness")
@@ -206,7 +208,7 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
             raise PlanError(f"plan.staleness.{model}", f"{instance.algorithm} does not train it")
     order = None
     if data.get("order") is not None:
-        order = _parse_order(data["order"], directory)
+        order = _parse_order(data["order"], directory, defaulted)
     return Plan(tuple(p for p in placements if p is not None), make_staleness(staleness), order)
 
 
@@ -253,21 +255,24 @@ def _strategy_from_json(
         return Strategy(dp, pp, tp, 1, recompute, sharding, offload, concurrency)
     if "concurrency" in entry:
         raise PlanError(f"{path}.concurrency", "applies to generate vertices only")
-    counts = []
+    size = _int_field(entry, "micro_batch_size", path) if "micro_batch_size" in entry else None
     if "microbatches" in entry:
-        counts.append(_int_field(entry, "microbatches", path))
-    if "micro_batch_size" in entry:
-        size = _int_field(entry, "micro_batch_size", path)
-        counts.append(-(-replica // size))
-    if not counts:
+        count = _int_field(entry, "microbatches", path)
+        # Both given (as plan_to_json writes them): the size must be the one the
+        # count implies, ceil(replica / count); a count need not be
+        # ceil(replica / size) (10 sequences in 6 microbatches hold 2 each).
+        held = -(-replica // count)
+        if size is not None and size != held:
+            raise PlanError(
+                f"{path}.micro_batch_size",
+                f"{count} microbatches of a {replica}-sequence replica hold {held} "
+                f"sequences each, not {size}",
+            )
+    elif size is not None:
+        count = -(-replica // size)
+    else:
         raise PlanError(f"{path}.microbatches", "missing (give microbatches or micro_batch_size)")
-    if len(set(counts)) > 1:
-        raise PlanError(
-            f"{path}.micro_batch_size",
-            f"{entry['micro_batch_size']} sequences per micro-batch means {counts[1]} "
-            f"microbatches of a {replica}-sequence replica, not {counts[0]}",
-        )
-    return Strategy(dp, pp, tp, counts[0], recompute, sharding, offload, 0)
+    return Strategy(dp, pp, tp, count, recompute, sharding, offload, 0)
 
 
 def _logprob_default(
@@ -289,7 +294,16 @@ def _logprob_default(
     )
 
 
-def _parse_order(raw: Any, directory: CandidateDirectory) -> tuple[tuple[int, int], ...]:
+def _parse_order(
+    raw: Any, directory: CandidateDirectory, defaulted: int | None = None
+) -> tuple[tuple[int, int], ...]:
+    """The order of a plan file; ``defaulted`` is ``actor.infer`` when a v1 plan lacks it.
+
+    A v1 order has no ``actor.infer`` runs: each goes right before the
+    ``actor.train`` run of its step, which keeps the order topological (its
+    predecessors, ``actor.generate`` of the step and ``actor.train`` of the
+    step before, already precede that run).
+    """
     template, k_eval = directory.template, directory.instance.k_eval
     if not isinstance(raw, list):
         raise PlanError("plan.order", "must be a list of [vertex, step] pairs")
@@ -315,6 +329,13 @@ def _parse_order(raw: Any, directory: CandidateDirectory) -> tuple[tuple[int, in
             raise PlanError(path, f"run ({name}, {step}) appears twice")
         seen.add(run)
         order.append(run)
+    if defaulted is not None and all(vertex != defaulted for vertex, _ in order):
+        train = template.index("actor.train")
+        order = [
+            inserted
+            for vertex, step in order
+            for inserted in (((defaulted, step),) if vertex == train else ()) + ((vertex, step),)
+        ]
     expected = len(template.vertices) * k_eval
     if len(order) != expected:
         raise PlanError("plan.order", f"lists {len(order)} runs, the plan has {expected}")
