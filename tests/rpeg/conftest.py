@@ -20,6 +20,11 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 #: A deliberately small DPO instance whose costs can be computed by hand:
 #: one GPU, a 2-layer model (d=64, f=128, h=16, kv=2, V=256), one sequence of
 #: 4 prompt + 4 generated tokens, F = 1e12 FLOP/s, HBM 1e9 B/s at 50 %.
+#: The cost model v2 knobs are set to the v1 behaviour the hand computations
+#: of test_cost.py use: no GEMM-efficiency ceiling (1.0), no non-GEMM ratio,
+#: no decode step overhead, attention scores materialised, sequences padded
+#: to S+T, no actor.infer vertex, no rollout workspace; the plan space has no
+#: recompute, ZeRO-3 or offload, and a rollout concurrency of 1 (= B*K).
 SMALL_INSTANCE: dict[str, Any] = {
     "hardware": {
         "racks": 1,
@@ -45,6 +50,9 @@ SMALL_INSTANCE: dict[str, Any] = {
         "decode_bw_eff": 0.5,
         "non_gemm_constant": 0.0,
         "non_gemm_scaling": 0.0,
+        "gemm_efficiency": 1.0,
+        "non_gemm_ratio": 0.0,
+        "decode_step_overhead": 0.0,
     },
     "models": {
         "actor": {
@@ -64,7 +72,20 @@ SMALL_INSTANCE: dict[str, Any] = {
     },
     "policy": {"algorithm": "dpo"},
     "optimizer": {"k_eval": 1},
-    "placement": {"min_block_gpus": 1, "microbatches": [1]},
+    "placement": {
+        "min_block_gpus": 1,
+        "microbatches": [1],
+        "recompute": ["none"],
+        "sharding": ["zero1"],
+        "offload": [False],
+        "concurrency": [1],
+    },
+    "engine": {
+        "flash_attention": False,
+        "sequence_packing": False,
+        "recompute_logprobs": False,
+        "rollout_workspace": 0,
+    },
 }
 
 

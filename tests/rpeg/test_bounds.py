@@ -87,22 +87,24 @@ def test_compute_bound_of_small_instance(small_instance_data, make_instance):
     """Compute bound = k_eval * total step FLOPs / (peak * GPUs), by hand on the small DPO."""
     directory = CandidateDirectory(make_instance(small_instance_data))
     # per token 2*(L*P_l + V*d) = 2*(2*36864 + 16384) = 180224 FLOP (see test_cost.py)
-    # generate: prefill 4*180224 + 2*2*4^2*64 = 724992; decode 4*180224 + 2*4*64*26 = 734208
-    #   -> 1_459_200
+    # generate: prefill 4*180224 + 2*2*4^2*64 = 724992; decode E[T] = 4 tokens at the
+    #   mean context S + E[T]/2 = 6: 4*(180224 + 2*4*64*6) = 733184 -> 1_458_176
+    #   (see test_cost.py::test_vertex_flops_of_small_generate)
     # reference.infer: 8*180224 + 2*2*8^2*64 = 1_441_792 + 16_384 = 1_458_176
     # actor.train: 3 * 1_458_176 = 4_374_528
-    # total 7_291_904 FLOP; k_eval 1, F 1e12, 1 GPU -> 7.291904e-6 s
-    assert lower_bounds(directory).compute == pytest.approx(7.291904e-6, rel=1e-12)
+    # total 7_290_880 FLOP; k_eval 1, F 1e12, 1 GPU -> 7.29088e-6 s
+    assert lower_bounds(directory).compute == pytest.approx(7.29088e-6, rel=1e-12)
 
 
 # -- plans outside the plan space --------------------------------------------------------
 #
 # The frozen tiny PPO instance allows only ``placement.microbatches: [4]``. DESIGN.md
-# section 5: "microbatches mb from placement.microbatches". ``strategy_problem`` (which
-# ``plan_from_json`` uses to validate a plan file) never looks at that list, so a plan file
-# with microbatches 1 is accepted. Generation with mb = 1 repeats the decode steps
-# max(mb, pp) = 1 time instead of 4, so the plan below is far faster than anything in the
-# plan space and its simulated makespan falls under the "proven" lower bound.
+# section 5: "microbatches mb from placement.microbatches". If ``strategy_problem`` (which
+# ``plan_from_json`` uses to validate a plan file) ignored that list, a plan file with
+# microbatches 1 would be accepted, although the "proven" lower bound holds only over the
+# plan space. The plan below puts every train and infer vertex on one microbatch of 16
+# sequences (dp 2) instead of the plan space's 4 microbatches of 4. (A rollout has no
+# microbatches in v2: its concurrency replaces them.)
 
 
 def _whole(dp, pp, tp, mb):
@@ -118,12 +120,13 @@ def _whole(dp, pp, tp, mb):
 OUTSIDE_PLAN = {
     "staleness": {"actor": 0, "critic": 0},
     "vertices": {
-        "actor.generate": _whole(1, 1, 2, 1),  # mb 1 is not in placement.microbatches [4]
-        "reference.infer": _whole(2, 1, 1, 4),
-        "reward.infer": _whole(2, 1, 1, 4),
-        "critic.infer": _whole(2, 1, 1, 4),
-        "actor.train": _whole(2, 1, 1, 4),
-        "critic.train": _whole(1, 2, 1, 4),
+        "actor.generate": {**_whole(1, 1, 2, 1), "concurrency": 32},
+        # mb 1 is not in placement.microbatches [4]
+        "reference.infer": _whole(2, 1, 1, 1),
+        "reward.infer": _whole(2, 1, 1, 1),
+        "critic.infer": _whole(2, 1, 1, 1),
+        "actor.train": _whole(2, 1, 1, 1),
+        "critic.train": _whole(2, 1, 1, 1),
     },
 }
 
@@ -132,10 +135,12 @@ def test_strategy_problem_rejects_microbatches_outside_the_list(frozen_problem):
     """A microbatch count missing from placement.microbatches is outside the plan space."""
     directory = frozen_problem("frozen_tiny_ppo_2gpu.yaml").directory
     assert directory.instance.placement.microbatches == (4,)
-    vertex = directory.template.vertices[0]  # actor.generate
+    vertex = directory.template.vertices[directory.template.index("actor.train")]
     # dp*pp*tp = 2 = block size, tp 2 divides width 2 and 14 heads, mb 1 <= 32 sequences:
     # only the microbatch list excludes it
-    assert strategy_problem(directory.instance, vertex, (1, 1, 2), Strategy(1, 1, 2, 1))
+    assert strategy_problem(directory.instance, vertex, (1, 1, 2), Strategy(1, 1, 2, 4)) is None
+    problem = strategy_problem(directory.instance, vertex, (1, 1, 2), Strategy(1, 1, 2, 1))
+    assert problem == "microbatches 1 not among placement.microbatches (4)"
 
 
 def test_plan_files_cannot_beat_the_lower_bound(frozen_problem):
@@ -143,6 +148,7 @@ def test_plan_files_cannot_beat_the_lower_bound(frozen_problem):
     problem = frozen_problem("frozen_tiny_ppo_2gpu.yaml")
     try:
         plan = plan_from_json(OUTSIDE_PLAN, problem.directory)
-    except PlanError:
+    except PlanError as error:
+        assert error.path == "plan.vertices.reference.infer"
         return
     assert problem.simulator.evaluate(plan).makespan >= lower_bounds(problem.directory).best

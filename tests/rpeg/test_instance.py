@@ -429,14 +429,18 @@ def set_leaf(document: dict[str, Any], path: str, value: Any) -> None:
 
 
 #: Leaves where 0 is a valid value: latencies, optional efficiency knobs,
-#: the memory reserve, staleness values, the solver seed and gap, and the
-#: local-search temperatures and weights.
+#: the memory reserve, the v2 non-GEMM ratio, decode step overhead and rollout
+#: workspace, staleness values, the solver seed and gap, and the local-search
+#: temperatures and weights.
 ZERO_ALLOWED_SUFFIXES = (
     "gemm_m_half",
     "gemm_k_half",
     "non_gemm_constant",
     "non_gemm_scaling",
     "memory_reserve",
+    "non_gemm_ratio",
+    "decode_step_overhead",
+    "rollout_workspace",
     "t_init",
     "t_warm",
     "t_min",
@@ -477,7 +481,9 @@ WRONG_TYPE = st.one_of(st.text(max_size=12), st.booleans())
 def test_property_leaves_cover_every_section():
     """The property test below draws from numeric leaves of every section of the file."""
     sections = {leaf.split(".")[0] for leaf in LEAVES}
-    assert {"hardware", "models", "workload", "optimizer"} <= sections
+    assert {"hardware", "models", "workload", "optimizer", "placement", "engine"} <= sections
+    assert "placement.concurrency[0]" in LEAVES
+    assert "hardware.gemm_efficiency" in LEAVES
     assert any(leaf.startswith("optimizer.staleness_candidates.") for leaf in LEAVES)
     assert any(leaf.endswith("]") for leaf in LEAVES)
     parse_instance(copy.deepcopy(BASE_DOCUMENT))

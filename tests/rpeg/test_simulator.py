@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 
@@ -56,10 +57,8 @@ def _template_lags(directory, plan):
     for edge in template.pub_edges:
         source, target = plan.placements[edge.src], plan.placements[edge.dst]
         same_block = source.block == target.block
-        same_layout = (source.strategy.tp, source.strategy.pp) == (
-            target.strategy.tp,
-            target.strategy.pp,
-        )
+        # the weight layout (tp, pp, ZeRO-3 shards) of section 10
+        same_layout = source.strategy.layout == target.strategy.layout
         level = target.block.level if same_block else cluster.span_level(source.block, target.block)
         lags.append(cost.pub_lag(edge.model, same_block, same_layout, level, target.strategy))
     return lags
@@ -257,14 +256,15 @@ def test_one_gpu_serialises_every_run(frozen_problem, single_gpu_plan):
 
 
 def test_generated_tokens_follow_the_quantiles(frozen_problem):
-    """Generated tokens per step use the quantile segments' active fractions."""
+    """Generated tokens per step are B*K*E[T] with piecewise-uniform lengths (section 10)."""
     problem = frozen_problem("frozen_ppo_8b_1x2x8_h100.yaml")
     plan = random_plan(problem.directory, random.Random(0))
     trace = problem.simulator.simulate(plan)
-    # quantiles [[0.5, 400], [0.9, 900], [1.0, 1024]]: segments 1..400 at 1.0,
-    # 401..900 at 0.5, 901..1024 at 0.1 -> 400 + 500*0.5 + 124*0.1 = 662.4 tokens per sequence
-    # B*K = 512*4 = 2048 sequences -> 2048 * 662.4 = 1_356_595.2 tokens per step
-    assert trace.generated_tokens_per_s == pytest.approx(1_356_595.2 / trace.step_time, rel=1e-12)
+    # quantiles [[0.5, 400], [0.9, 900], [1.0, 1024]]: half the lengths uniform on (0, 400],
+    # 0.4 on (400, 900], 0.1 on (900, 1024]:
+    #   E[T] = 0.5*200 + 0.4*650 + 0.1*962 = 100 + 260 + 96.2 = 456.2 tokens per sequence
+    # B*K = 512*4 = 2048 sequences -> 2048 * 456.2 = 934_297.6 tokens per step
+    assert trace.generated_tokens_per_s == pytest.approx(934_297.6 / trace.step_time, rel=1e-12)
 
 
 def test_non_topological_order_is_rejected(frozen_problem, single_gpu_plan):
@@ -309,11 +309,12 @@ def test_split_plan_is_feasible(frozen_problem, single_gpu_plan):
     """The hand-built split plan fits both GPUs."""
     problem = frozen_problem("frozen_tiny_ppo_2gpu.yaml")
     peaks = problem.simulator.peak_memory(_split_plan(problem, single_gpu_plan, 1))
-    # GPU 0: actor 1_260_191_744 + critic 7_903_393_792 + transient 6_517_948_416
-    #        = 15_681_533_952
+    # (footprints from the block comment of test_cost.py)
+    # GPU 0: actor 1_260_191_744 + critic 7_903_393_792 + transient (critic.train)
+    #        6_517_964_800 = 15_681_550_336
     # GPU 1: actor 10_081_533_952 + reference 1_260_191_744 + reward 987_924_224
-    #        + transient 6_517_948_416 = 18_847_598_336   (both <= 22.8e9)
-    assert peaks == pytest.approx([15_681_533_952, 18_847_598_336], rel=1e-12)
+    #        + transient (actor.train) 9_007_267_840 = 21_336_917_760   (both <= 22.8e9)
+    assert peaks == pytest.approx([15_681_550_336, 21_336_917_760], rel=1e-12)
 
 
 def test_staleness_one_overlaps_generation_with_training(frozen_problem, single_gpu_plan):
@@ -362,3 +363,34 @@ def test_run_ids_match_start_order_entries(frozen_problem, single_gpu_plan):
     names = problem.directory.template.names
     starts = [events[(names[v], t)].start for v, t in trace.start_order]
     assert starts == sorted(starts)
+
+
+def test_old_logprobs_use_the_latest_weights_whatever_the_staleness(frozen_problem):
+    """Actor staleness 1: the rollout of step 1 overlaps training of step 0, but actor.infer
+    of step 1 waits for actor.train of step 0 and its weights (the synchronous pub edge)."""
+    from rpeg.context import Problem
+    from tests.rpeg.conftest import place_on_single_gpus
+
+    instance = frozen_problem("frozen_tiny_ppo_2gpu.yaml").instance
+    engine = dataclasses.replace(instance.engine, recompute_logprobs=True)
+    problem = Problem.from_instance(dataclasses.replace(instance, engine=engine))
+    assert "actor.infer" in problem.directory.template.names
+    # the split plan, with actor.infer beside the rollout on GPU 0
+    plan = place_on_single_gpus(problem.directory, {**SPLIT, "actor.infer": 0}, staleness=0)
+    plan = plan.with_staleness("actor", 1)
+    trace = problem.simulator.simulate(plan)
+    # GPU 0: actor 1_260_191_744 + critic 7_903_393_792 + transient (critic.train)
+    #        6_517_964_800 = 15_681_550_336 (actor.infer's 2_760_900_608 is smaller): fits
+    assert trace.feasible
+    events = _compute_events(trace)
+    generate1, train0 = events[("actor.generate", 1)], events[("actor.train", 0)]
+    infer1 = events[("actor.infer", 1)]
+    assert generate1.start < train0.end  # the rollout does not wait (staleness 1)
+    # the old log-probs do: actor.train 0 on GPU 1 -> actor.infer 1 on GPU 0 is the pub
+    # lag PUB_LAG = 0.05041566976 s of the split plan (same p2p of 2P at level g)
+    assert infer1.start >= train0.end + PUB_LAG - 1e-12
+    transfers = {
+        (e.vertex, e.step, e.source): e.end - e.start for e in trace.events if e.kind == "transfer"
+    }
+    assert transfers[("actor.infer", 1, ("actor.train", 0))] == pytest.approx(PUB_LAG, rel=1e-9)
+    assert ("actor.generate", 1, ("actor.train", 0)) not in transfers
