@@ -144,6 +144,101 @@ def test_check_bad_input_subprocess(tmp_path):
     assert result.stdout == ""
 
 
+def tiny_ppo_changed(folder: Path, change: Callable[[dict[str, Any]], None]) -> Path:
+    """tiny_ppo_2gpu with ``change`` applied to its document, written into ``folder``."""
+    data = loads(TINY_PPO.read_text(encoding="utf-8"))
+    change(data)
+    path = folder / "changed.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _both_micro_batch_forms(data: dict[str, Any]) -> None:
+    data["placement"]["microbatches"] = [2]
+    data["placement"]["micro_batch_sizes"] = [4]
+
+
+#: Bad cost model v2 input (DESIGN.md section 10): (change, field path, message).
+BAD_V2_INPUT = [
+    (
+        lambda data: data["placement"].update(sharding=["zero2"]),
+        "placement.sharding[0]",
+        "must be one of zero1, zero3, got 'zero2'",
+    ),
+    (
+        lambda data: data["placement"].update(recompute=["none", "selective"]),
+        "placement.recompute[1]",
+        "must be one of none, full",
+    ),
+    (
+        lambda data: data["placement"].update(offload=["yes"]),
+        "placement.offload[0]",
+        "must be one of false, true",
+    ),
+    (
+        lambda data: data["placement"].update(concurrency=[0]),
+        "placement.concurrency[0]",
+        "must be a positive integer, got 0",
+    ),
+    (
+        lambda data: data["placement"].update(concurrency=[]),
+        "placement.concurrency",
+        "must be a non-empty list",
+    ),
+    (
+        lambda data: data["hardware"].update(gemm_efficiency=1.5),
+        "hardware.gemm_efficiency",
+        "must be a number in (0, 1], got 1.5",
+    ),
+    (
+        lambda data: data["hardware"].update(host_bandwidth=-1),
+        "hardware.host_bandwidth",
+        "must be a positive number, got -1",
+    ),
+    (
+        lambda data: data["hardware"].update(decode_step_overhead=-0.001),
+        "hardware.decode_step_overhead",
+        "must be a non-negative number",
+    ),
+    (
+        lambda data: data["engine"].update(flash_attn=True),
+        "engine.flash_attn",
+        "unknown key",
+    ),
+    (
+        lambda data: data["engine"].update(sequence_packing="yes"),
+        "engine.sequence_packing",
+        "must be true or false",
+    ),
+    (
+        lambda data: data["engine"].update(rollout_workspace=-1),
+        "engine.rollout_workspace",
+        "must be a non-negative number",
+    ),
+    (
+        _both_micro_batch_forms,
+        "placement.microbatches",
+        "give either microbatches (counts) or micro_batch_sizes (sequences), not both",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    BAD_V2_INPUT,
+    ids=[case[1] for case in BAD_V2_INPUT],
+)
+def test_check_bad_v2_input(cli, tmp_path, change, field, message):
+    """check on bad v2 input exits 2 with one stderr line naming the field, and no output."""
+    path = tiny_ppo_changed(tmp_path, change)
+    code, out, err = cli("check", path)
+    assert code == 2
+    line = one_line(err)
+    assert f"{field}: " in line
+    assert message in line
+    assert out == ""
+
+
 # ----------------------------------------------------------------------------
 # baseline and simulate round trip
 # ----------------------------------------------------------------------------
@@ -211,7 +306,10 @@ def block_not_aligned(plan: dict[str, Any], trace: dict[str, Any]) -> None:
 
 
 def gpu_count_mismatch(plan: dict[str, Any], trace: dict[str, Any]) -> None:
-    plan["vertices"]["actor.train"].update(dp=4, pp=1, tp=1)
+    entry = plan["vertices"]["actor.train"]
+    entry.update(dp=4, pp=1, tp=1)
+    # the size per micro-batch the plan file states is that of the old dp: drop it
+    entry.pop("micro_batch_size")
 
 
 def tp_not_dividing_node(plan: dict[str, Any], trace: dict[str, Any]) -> None:

@@ -158,3 +158,67 @@ def test_run_ids_are_step_major():
     """Run ids number runs step-major, template order within a step."""
     # ppo has 6 vertices: (vertex 4, step 2) -> 2*6 + 4 = 16
     assert run_id(4, 2, 6) == 16
+
+
+# -- old log-probs: actor.infer (DESIGN.md section 10) -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "users"),
+    [
+        ("ppo", ("reference.infer", "reward.infer", "critic.infer")),
+        ("grpo", ("reference.infer", "reward.infer")),
+        ("dpo", ("reference.infer",)),
+    ],
+)
+def test_actor_infer_sits_between_generation_and_training(algorithm, users):
+    """recompute_logprobs adds actor.infer: generate -> actor.infer -> actor.train."""
+    plain = build_template(algorithm)
+    template = build_template(algorithm, recompute_logprobs=True)
+    # inserted right after actor.generate; the other vertices keep their order
+    assert template.names == (plain.names[0], "actor.infer", *plain.names[1:])
+    assert template.vertices[1].kind is Kind.INFER and template.vertices[1].model == "actor"
+    # two new data edges, the others unchanged
+    assert _named(template, template.data_edges) == _named(plain, plain.data_edges) | {
+        ("actor.generate", "actor.infer"),
+        ("actor.infer", "actor.train"),
+    }
+    # a second pub edge of the actor's weights, synchronous (staleness fixed at 0)
+    edges = {(template.names[e.src], template.names[e.dst]): e for e in template.pub_edges}
+    assert edges[("actor.train", "actor.infer")].synchronous
+    assert edges[("actor.train", "actor.infer")].staleness_model is None
+    assert edges[("actor.train", "actor.infer")].model == "actor"
+    assert not edges[("actor.train", "actor.generate")].synchronous
+    assert edges[("actor.train", "actor.generate")].staleness_model == "actor"
+    # depth: actor.infer reads the rollout (1), like the other scorers; the trains stay last
+    depths = dict(zip(template.names, template.depths(), strict=True))
+    assert depths["actor.infer"] == 1
+    assert all(depths[name] == 1 for name in users)
+    assert depths["actor.train"] == 2
+
+
+def test_synchronous_pub_edge_ignores_the_actor_staleness():
+    """Actor staleness 1: generate at t waits for train at t-2, actor.infer still for t-1."""
+    template = build_template("ppo", recompute_logprobs=True)
+    edges = unroll(template, 3, {"actor": 1, "critic": 0})
+    # rollout: step - 1 - 1; old log-probs: step - 1 - 0 (the current policy)
+    assert _pub_sources(template, edges, "actor.generate", 2) == [("actor.train", 0)]
+    assert _pub_sources(template, edges, "actor.generate", 1) == []
+    assert _pub_sources(template, edges, "actor.infer", 2) == [("actor.train", 1)]
+    assert _pub_sources(template, edges, "actor.infer", 1) == [("actor.train", 0)]
+    assert _pub_sources(template, edges, "actor.infer", 0) == []
+    # staleness 3 changes the rollout's wait only
+    edges = unroll(template, 3, {"actor": 3, "critic": 0})
+    assert _pub_sources(template, edges, "actor.generate", 2) == []
+    assert _pub_sources(template, edges, "actor.infer", 2) == [("actor.train", 1)]
+
+
+def test_unroll_edge_counts_with_actor_infer():
+    """PPO with actor.infer over 3 steps at sigma 0: 30 data, 6 pub, 14 chain edges."""
+    template = build_template("ppo", recompute_logprobs=True)
+    edges = unroll(template, 3, {"actor": 0, "critic": 0})
+    data = [e for e in edges if 0 <= e.template_edge < len(template.data_edges)]
+    pub = [e for e in edges if e.template_edge >= len(template.data_edges)]
+    chain = [e for e in edges if e.template_edge == -1]
+    # data: 10 per step x 3; pub: 3 edges x steps 1, 2; chain: 7 vertices x steps 1, 2
+    assert (len(data), len(pub), len(chain)) == (30, 6, 14)
