@@ -410,7 +410,8 @@ class CostModel:
         With pp > 1 the engine splits the active sequences into pp virtual
         batches; a round costs pp stage steps of ``ceil(active/pp)``
         sequences, each ``max(GEMM, memory) + TP/PP communication``, plus
-        ``decode_step_overhead``.
+        ``decode_step_overhead`` (and, without CUDA graphs, the eager launch
+        cost of every layer).
         """
         spec = self.instance.models[model]
         hw = self.hardware
@@ -441,7 +442,10 @@ class CostModel:
             fixed = fixed + stage_layers * 2 * allreduce
         if pp > 1:
             fixed = fixed + hw.alpha_p2p[levels[1]] + batch * d * BF16 * hw.beta_p2p[levels[1]]
-        return pp * (np.maximum(gemm, memory) + fixed) + hw.decode_step_overhead
+        overhead = hw.decode_step_overhead
+        if not self.engine.cuda_graphs:
+            overhead += hw.eager_layer_overhead * stage_layers * pp
+        return pp * (np.maximum(gemm, memory) + fixed) + overhead
 
     def _generate_time(self, model: str, strategy: Strategy, levels: tuple[str, str, str]) -> float:
         workload = self.workload

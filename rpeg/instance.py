@@ -70,6 +70,12 @@ DEFAULT_DECODE_BW_EFF = 0.8
 #: 47 % MFU end to end on H100, while its GEMMs run at the 80 % of
 #: ``DEFAULT_GEMM_EFFICIENCY``: 0.80 / 0.47 - 1 = 0.70.
 DEFAULT_NON_GEMM_RATIO = 0.7
+#: Extra seconds per decode step and model layer when the rollout engine runs
+#: without CUDA graphs (``engine.cuda_graphs: false``, vLLM ``enforce_eager``):
+#: kernel launches from Python. Source: Qwen2.5-Omni-7B thinker (a 28-layer
+#: Qwen2.5-7B) on A800, TPOT about 22.5 ms eager against 13 ms with CUDA graphs
+#: (vllm-project/vllm-omni issue 7960, 2026-09-22): 9.5 ms / 28 layers.
+DEFAULT_EAGER_LAYER_OVERHEAD = 3.4e-4
 #: Rollout workspace (CUDA graphs, activations, sampler) per GPU, bytes
 #: (DESIGN.md section 10; vLLM's profile run reserves about this much for an
 #: 8B model beside weights and KV cache).
@@ -233,6 +239,7 @@ class Hardware:
     host_bandwidth: float = DEFAULT_HOST_BANDWIDTH
     decode_step_overhead: float = DEFAULT_DECODE_STEP_OVERHEAD
     non_gemm_ratio: float = DEFAULT_NON_GEMM_RATIO
+    eager_layer_overhead: float = DEFAULT_EAGER_LAYER_OVERHEAD
 
     def __post_init__(self) -> None:
         positive_int(self.racks, "hardware.racks")
@@ -262,6 +269,7 @@ class Hardware:
         positive_float(self.host_bandwidth, "hardware.host_bandwidth")
         nonnegative_float(self.decode_step_overhead, "hardware.decode_step_overhead")
         nonnegative_float(self.non_gemm_ratio, "hardware.non_gemm_ratio")
+        nonnegative_float(self.eager_layer_overhead, "hardware.eager_layer_overhead")
 
     @property
     def num_gpus(self) -> int:
@@ -305,6 +313,7 @@ _HARDWARE_OPTIONAL = (
     "host_bandwidth",
     "decode_step_overhead",
     "non_gemm_ratio",
+    "eager_layer_overhead",
 )
 
 
@@ -846,6 +855,11 @@ class EngineConfig:
         KL-free recipes (DAPO, Dr. GRPO; verl with ``use_kl_loss`` and
         ``use_kl_in_reward`` false) drop ``reference.infer``; online DPO
         always needs it.
+    cuda_graphs
+        The rollout engine replays decode steps as CUDA graphs (vLLM's
+        default); ``false`` is vLLM's ``enforce_eager`` (verl's rollout
+        default until 2025), which adds ``hardware.eager_layer_overhead`` per
+        layer to every decode step.
     """
 
     flash_attention: bool = True
@@ -853,6 +867,7 @@ class EngineConfig:
     recompute_logprobs: bool = True
     rollout_workspace: float = DEFAULT_ROLLOUT_WORKSPACE
     reference_model: bool = True
+    cuda_graphs: bool = True
 
     def __post_init__(self) -> None:
         for name in (
@@ -860,6 +875,7 @@ class EngineConfig:
             "sequence_packing",
             "recompute_logprobs",
             "reference_model",
+            "cuda_graphs",
         ):
             boolean(getattr(self, name), f"engine.{name}")
         nonnegative_float(self.rollout_workspace, "engine.rollout_workspace")
@@ -875,11 +891,12 @@ def parse_engine(data: Any) -> EngineConfig:
         "sequence_packing",
         "recompute_logprobs",
         "reference_model",
+        "cuda_graphs",
         "rollout_workspace",
     )
     check_keys(section, keys, "engine")
     values: dict[str, Any] = {}
-    for key in keys[:4]:
+    for key in keys[:5]:
         if section.get(key) is not None:
             values[key] = boolean(section[key], f"engine.{key}")
     if section.get("rollout_workspace") is not None:

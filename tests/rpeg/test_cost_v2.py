@@ -436,6 +436,22 @@ def test_decode_step_overhead_is_paid_per_round(small_instance_data, make_instan
     assert time == pytest.approx(3.739496448e-3, rel=1e-12)
 
 
+def test_eager_rollout_pays_the_launch_cost_of_every_layer(small_instance_data, make_instance):
+    """cuda_graphs false: each of the 8 decode rounds adds eager_layer_overhead x 2 layers."""
+    small_instance_data["workload"]["batch_size"] = 4
+    cost = cost_model(
+        make_instance,
+        small_instance_data,
+        hardware__decode_step_overhead=1e-4,
+        hardware__eager_layer_overhead=5e-5,
+        engine__cuda_graphs=False,
+    )
+    # 3.739496448e-3 s with CUDA graphs (previous tests) + 8 rounds * 2 layers * 5e-5 s
+    #   = 3.739496448e-3 + 8e-4 = 4.539496448e-3 s
+    time = cost.run_time(GENERATE, (1, 1, 1), Strategy(1, 1, 1, 1, concurrency=2))
+    assert time == pytest.approx(4.539496448e-3, rel=1e-12)
+
+
 def test_pipelined_decode_round_splits_into_virtual_batches(small_instance_data, make_instance):
     """pp 2: a round is 2 stage steps of ceil(active/2) sequences, each with its p2p."""
     small_instance_data["hardware"]["gpus_per_node"] = 2
