@@ -21,6 +21,7 @@ from rpeg.outputs import OutputBundle, write_json
 from rpeg.plan import plan_to_json, read_plan
 from rpeg.simulator import Trace
 from rpeg.vocabulary import framework_view
+from solvers import BACKENDS
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT, EXIT_NO_PLAN = 0, 1, 2, 3
 
@@ -123,6 +124,7 @@ def _write_plan_outputs(
     plan_document: dict,
     trace: Trace,
     extra: dict[str, Callable[[str], None]] | None = None,
+    status: str | None = None,
 ) -> list[str]:
     with OutputBundle(out) as bundle:
         bundle.write_json("plan.json", plan_document)
@@ -130,7 +132,11 @@ def _write_plan_outputs(
         bundle.write_with(
             "gantt.png",
             lambda path: write_gantt(
-                trace, problem.instance.hardware.num_gpus, path, problem.instance.name
+                trace,
+                problem.instance.hardware,
+                path,
+                instance_name=problem.instance.name,
+                status=status,
             ),
         )
         for name, writer in (extra or {}).items():
@@ -139,7 +145,11 @@ def _write_plan_outputs(
 
 
 def command_baseline(args: argparse.Namespace) -> int:
-    """Build a baseline plan, simulate it and write plan, trace and Gantt chart."""
+    """Build a baseline plan, simulate it and write plan, trace, report and Gantt chart."""
+    from solvers.common import plan_result
+    from solvers.report import render_report
+
+    started = time.perf_counter()
     check_output_folder(args.out)
     problem = _load(args.instance)
     if _report_unplaceable(problem):
@@ -152,7 +162,21 @@ def command_baseline(args: argparse.Namespace) -> int:
     trace = problem.simulator.simulate(plan)
     print(f"{args.kind} baseline for {problem.instance.name}")
     print_trace_summary(trace, problem)
-    written = _write_plan_outputs(args.out, problem, plan_to_json(plan, problem.directory), trace)
+    result = plan_result(problem, args.kind, plan, started)
+    report = render_report(problem, result, trace)
+
+    def write_report(path: str) -> None:
+        with open(path, "w", encoding="utf-8") as stream:
+            stream.write(report)
+
+    written = _write_plan_outputs(
+        args.out,
+        problem,
+        plan_to_json(plan, problem.directory),
+        trace,
+        extra={"report.md": write_report},
+        status=f"{result.status.value} ({args.kind} baseline)",
+    )
     print("wrote " + ", ".join(written))
     return EXIT_OK
 
@@ -172,7 +196,9 @@ def command_simulate(args: argparse.Namespace) -> int:
         folder = os.path.dirname(os.path.abspath(args.gantt))
         os.makedirs(folder, exist_ok=True)
         temporary = os.path.join(folder, f".tmp-{os.path.basename(args.gantt)}")
-        write_gantt(trace, problem.instance.hardware.num_gpus, temporary, problem.instance.name)
+        write_gantt(
+            trace, problem.instance.hardware, temporary, instance_name=problem.instance.name
+        )
         os.replace(temporary, args.gantt)
         print(f"wrote {args.gantt}")
     return EXIT_OK if trace.feasible else EXIT_INFEASIBLE
@@ -237,7 +263,14 @@ def command_solve(args: argparse.Namespace) -> int:
             bundle.write_json("trace.json", trace.to_json())
             bundle.write_with(
                 "gantt.png",
-                lambda path: write_gantt(trace, instance.hardware.num_gpus, path, instance.name),
+                lambda path: write_gantt(
+                    trace,
+                    instance.hardware,
+                    path,
+                    instance_name=instance.name,
+                    status=result.status.value,
+                    step_time=result.step_time,
+                ),
             )
         written = bundle.commit()
     print(f"status       {result.status.value} ({result.solver}, {result.wall_time:.2f} s)")
@@ -337,7 +370,12 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.set_defaults(handler=command_simulate)
     solve = commands.add_parser("solve", help="find a plan with a solver backend")
     solve.add_argument("instance")
-    solve.add_argument("--solver", help="backend (default: the instance's solver.backend)")
+    solve.add_argument(
+        "--solver",
+        metavar="SOLVER",
+        help=f"backend: {', '.join(BACKENDS)}, or milp:ENGINE for any Pyomo MIP solver "
+        "(e.g. milp:cbc, milp:gurobi); default: the instance's solver.backend",
+    )
     solve.add_argument("--time-limit", type=float, help="seconds (default: solver.time_limit)")
     solve.add_argument("--threads", type=int, help="worker threads of exact backends")
     solve.add_argument("--seed", type=int, help="random seed")
@@ -354,7 +392,12 @@ def build_parser() -> argparse.ArgumentParser:
     compare = commands.add_parser("compare", help="benchmark solvers over an instance suite")
     compare.add_argument("instances", nargs="*", help="instance files (default: the default suite)")
     compare.add_argument("--suite", help="suite file (default instances/suites/default.yaml)")
-    compare.add_argument("--solvers", default="greedy,concurrent,local,cpsat,milp")
+    compare.add_argument(
+        "--solvers",
+        default="greedy,concurrent,local,cpsat,milp",
+        help=f"comma-separated backends among {', '.join(BACKENDS)} and milp:ENGINE "
+        "(default: %(default)s)",
+    )
     compare.add_argument("--time-limit", type=float, default=60.0, help="seconds per cell")
     compare.add_argument("--repeats", type=int, default=1)
     compare.add_argument(

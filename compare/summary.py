@@ -5,6 +5,11 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 #: Two step times within this relative difference count as a tie (a shared win).
 TIE = 1e-9
@@ -141,13 +146,67 @@ def render_summary(records: list[dict], solvers: list[str], time_limit: float) -
     return "\n".join(lines) + "\n"
 
 
-def write_performance_profile(records: list[dict], solvers: list[str], path: str) -> None:
-    """Dolan–Moré profile: fraction of instances a solver solves within τ of the best step time."""
-    import matplotlib
+#: Marker and line style of the i-th solver in the plots (cycled).
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+_LINESTYLES = ("-", "--", "-.", ":")
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+#: Gaps below this many percent are drawn on a linear scale (symlog's linthresh).
+GAP_LINEAR_BELOW_PERCENT = 1e-3
 
+
+def _solver_styles(solvers: list[str]) -> dict[str, dict]:
+    """Line and marker style per solver so that coinciding curves stay visible.
+
+    Earlier solvers get wider lines and larger hollow markers and sit below
+    later ones: where two curves coincide, the later curve is drawn inside the
+    earlier one and both remain visible.
+    """
+    count = len(solvers)
+    return {
+        solver: {
+            "marker": _MARKERS[index % len(_MARKERS)],
+            "linestyle": _LINESTYLES[index % len(_LINESTYLES)],
+            "linewidth": 1.2 + 1.2 * (count - 1 - index),
+            "markersize": 5.0 + 3.0 * (count - 1 - index),
+            "markerfacecolor": "none",
+            "markeredgewidth": 1.3,
+            "zorder": 2 + index,
+        }
+        for index, solver in enumerate(solvers)
+    }
+
+
+def _new_figure() -> tuple[Figure, Axes]:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(8.5, 4.5), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure, figure.add_subplot()
+
+
+def _outside_legend(axes: Axes) -> None:
+    """The legend to the right of the axes, clear of every curve."""
+    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+
+
+def performance_profile_figure(records: list[dict], solvers: list[str]) -> Figure:
+    """Dolan–Moré profile: fraction of instances a solver solves within τ of the best step time.
+
+    Parameters
+    ----------
+    records
+        Benchmark records (one per cell and repeat).
+    solvers
+        Solvers to draw, in legend order.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One step curve per solver with markers at its breakpoints; solvers
+        whose curves coincide stay visible (see :func:`_solver_styles`); the
+        legend sits outside the axes.
+    """
     table = cell_table(records)
     instances = sorted({r["instance"] for r in records})
     ratios: dict[str, list[float]] = {s: [] for s in solvers}
@@ -161,38 +220,56 @@ def write_performance_profile(records: list[dict], solvers: list[str], path: str
             ratios[solver].append(math.inf if value is None else value / best)
     finite = [r for values in ratios.values() for r in values if math.isfinite(r)]
     top = max([*finite, 1.0]) * 1.05 + 1e-6
-    figure, axes = plt.subplots(figsize=(7, 4.5))
+    styles = _solver_styles(solvers)
+    figure, axes = _new_figure()
     for solver in solvers:
         values = sorted(ratios[solver])
         if not values:
             continue
         taus = [1.0] + [v for v in values if math.isfinite(v)] + [top]
         fractions = [sum(1 for v in values if v <= tau) / len(values) for tau in taus]
-        axes.step(taus, fractions, where="post", label=solver)
+        axes.step(taus, fractions, where="post", label=solver, clip_on=False, **styles[solver])
     axes.set_xlim(1.0, top)
-    axes.set_ylim(0, 1.02)
+    axes.set_ylim(0, 1.05)
     axes.set_xlabel("τ (step time / best step time)")
     axes.set_ylabel("fraction of instances within τ")
     axes.set_title("Performance profile (Dolan–Moré)")
-    axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    _outside_legend(axes)
+    return figure
 
 
-def write_gap_over_time(
-    records: list[dict], solvers: list[str], time_limit: float, path: str
-) -> None:
-    """Mean gap to the best bound over time per solver (100% before a solver's first plan)."""
-    import matplotlib
+def write_performance_profile(records: list[dict], solvers: list[str], path: str) -> None:
+    """Save :func:`performance_profile_figure` as a PNG to ``path``."""
+    performance_profile_figure(records, solvers).savefig(path, dpi=110, format="png")
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def gap_over_time_figure(records: list[dict], solvers: list[str], time_limit: float) -> Figure:
+    """Mean gap to the best bound over time per solver (100% before a solver's first plan).
+
+    Parameters
+    ----------
+    records
+        Benchmark records with their incumbent ``history``.
+    solvers
+        Solvers to draw, in legend order.
+    time_limit
+        Right end of the (logarithmic) time axis, seconds.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The gap in percent on a symmetric-log axis: linear below
+        :data:`GAP_LINEAR_BELOW_PERCENT` (so 0 is on the axis), logarithmic
+        above, which keeps a gap of 0.002% clear of 0; the legend sits
+        outside the axes.
+    """
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     bounds = best_bounds(records)
     low = min(0.01, time_limit / 100)
     grid = [low * (time_limit / low) ** (i / 200) for i in range(201)]
-    figure, axes = plt.subplots(figsize=(7, 4.5))
+    styles = _solver_styles(solvers)
+    figure, axes = _new_figure()
     for solver in solvers:
         rows = [r for r in records if r["solver"] == solver and r["instance"] in bounds]
         if not rows:
@@ -207,14 +284,26 @@ def write_gap_over_time(
                 else:
                     best = min(seen)
                     gaps.append(max(0.0, (best - bounds[row["instance"]]) / best))
-            curve.append(statistics.fmean(gaps))
-        axes.step(grid, curve, where="post", label=solver)
+            curve.append(100.0 * statistics.fmean(gaps))
+        axes.step(
+            grid, curve, where="post", label=solver, markevery=20, clip_on=False, **styles[solver]
+        )
     axes.set_xscale("log")
+    axes.set_yscale("symlog", linthresh=GAP_LINEAR_BELOW_PERCENT, linscale=0.5)
+    ticks = [0.0] + [10.0**e for e in range(-3, 3)]
+    axes.set_yticks(ticks)
+    axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}%"))
+    axes.yaxis.set_minor_formatter(NullFormatter())
+    axes.set_ylim(0, 100 * 1.3)
     axes.set_xlabel("time (s, log scale)")
-    axes.set_ylabel("mean gap to the best bound")
-    axes.set_ylim(0, 1.02)
+    axes.set_ylabel("mean gap to the best bound (symlog)")
     axes.set_title("Gap over time (no plan yet counts as 100%)")
-    axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    _outside_legend(axes)
+    return figure
+
+
+def write_gap_over_time(
+    records: list[dict], solvers: list[str], time_limit: float, path: str
+) -> None:
+    """Save :func:`gap_over_time_figure` as a PNG to ``path``."""
+    gap_over_time_figure(records, solvers, time_limit).savefig(path, dpi=110, format="png")

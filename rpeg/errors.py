@@ -6,6 +6,9 @@ so that the command line can print one precise line and exit with code 2.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class InputError(ValueError):
     """Bad user input (instance file, plan file or option).
@@ -31,3 +34,24 @@ class InstanceError(InputError):
 
 class PlanError(InputError):
     """A plan that does not fit the instance it is applied to."""
+
+
+def did_you_mean(word: object, choices: Iterable[str]) -> str:
+    """A ``"; did you mean 'x'?"`` hint for a misspelt name, or ``""``.
+
+    Parameters
+    ----------
+    word
+        The unknown name as the user wrote it.
+    choices
+        The names that would have been accepted.
+
+    Returns
+    -------
+    str
+        The closest choice in a hint to append to a message (``"unknown
+        key; did you mean 'racks'?"``); empty when nothing is close
+        (``difflib`` similarity below 0.6).
+    """
+    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""

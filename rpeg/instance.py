@@ -9,6 +9,9 @@ mapping and names the field path of the first problem it meets.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import math
 import os
 import reprlib
@@ -16,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rpeg.errors import InstanceError
+from rpeg.errors import InstanceError, did_you_mean
 from rpeg.yamlio import read_yaml_file
 
 ALGORITHMS = ("ppo", "grpo", "dpo")
@@ -179,11 +182,21 @@ def mapping(value: Any, path: str) -> Mapping[str, Any]:
 
 
 def check_keys(data: Mapping[str, Any], allowed: tuple[str, ...], path: str) -> None:
-    """Reject keys outside ``allowed``: typos must not pass silently."""
+    """Reject keys outside ``allowed``: typos must not pass silently.
+
+    Raises
+    ------
+    InstanceError
+        Naming the first unknown key, the closest allowed key when one is
+        close (``did you mean ...?``) and every allowed key.
+    """
     for key in data:
         if key not in allowed:
             where = f"{path}.{key}" if path else key
-            raise InstanceError(where, f"unknown key (allowed: {', '.join(allowed)})")
+            raise InstanceError(
+                where,
+                f"unknown key{did_you_mean(key, allowed)} (allowed: {', '.join(allowed)})",
+            )
 
 
 def require(data: Mapping[str, Any], key: str, path: str) -> Any:
@@ -1060,6 +1073,52 @@ class Instance:
         return TRAINED_MODELS[self.algorithm]
 
 
+def _canonical(value: Any) -> Any:
+    """``value`` as JSON-ready data with integral floats as ints (``8e10`` == ``80000000000``)."""
+    if isinstance(value, dict):
+        return {str(key): _canonical(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(item) for item in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def instance_fingerprint(instance: Instance) -> str:
+    """A stable hash of what a plan depends on; plan files record it (DESIGN.md section 9).
+
+    Covers the parsed hardware, models, workload, algorithm, ``k_eval``,
+    staleness candidates, engine and placement sections: what the simulator
+    evaluates a plan with and the plan space it was chosen from. Leaves out
+    the name, the solver section, the local-search knobs and the reference
+    run, and, being computed from the parsed instance, comments, layout,
+    key order and how a number is spelt.
+
+    Parameters
+    ----------
+    instance
+        A parsed instance.
+
+    Returns
+    -------
+    str
+        ``"sha256:"`` and the first 16 hex digits of the SHA-256 of the
+        canonical JSON of that content.
+    """
+    content = {
+        "hardware": dataclasses.asdict(instance.hardware),
+        "models": {role: dataclasses.asdict(spec) for role, spec in instance.models.items()},
+        "workload": dataclasses.asdict(instance.workload),
+        "algorithm": instance.algorithm,
+        "k_eval": instance.k_eval,
+        "staleness_candidates": instance.optimizer.staleness_candidates,
+        "engine": dataclasses.asdict(instance.engine),
+        "placement": dataclasses.asdict(instance.placement),
+    }
+    text = json.dumps(_canonical(content), sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
 _SECTIONS = (
     "hardware",
     "models",
@@ -1086,7 +1145,9 @@ def parse_instance(data: Any, name: str = "instance") -> Instance:
     warnings = []
     for key in data:
         if key not in _SECTIONS:
-            warnings.append(f"warning: unknown section {key!r} ignored")
+            warnings.append(
+                f"warning: unknown section {key!r} ignored{did_you_mean(key, _SECTIONS)}"
+            )
     for section in ("hardware", "models", "workload", "optimizer"):
         require(data, section, "")
     algorithm = "ppo"

@@ -15,12 +15,31 @@ def write_json(path: str, document: Any) -> None:
     write_text(path, json.dumps(document, indent=2) + "\n")
 
 
+def new_file_mode() -> int:
+    """The mode :func:`open` gives a new file: ``0o666`` less the process umask.
+
+    Returns
+    -------
+    int
+        ``0o644`` under the usual umask ``022``.
+    """
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_text(path: str, text: str) -> None:
-    """Write text atomically."""
+    """Write text atomically, with the mode a plain :func:`open` would give it.
+
+    ``tempfile.mkstemp`` creates its file with mode ``0o600``; the file is
+    given :func:`new_file_mode` before it is renamed into place, so outputs
+    are readable like any other file the user writes (``0o644``).
+    """
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
     try:
+        os.fchmod(handle, new_file_mode())
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
         os.replace(temporary, path)

@@ -15,7 +15,8 @@ from typing import Any
 from rpeg.blocks import Block
 from rpeg.candidates import CandidateDirectory, strategy_problem
 from rpeg.cost import Strategy
-from rpeg.errors import PlanError
+from rpeg.errors import PlanError, did_you_mean
+from rpeg.instance import instance_fingerprint
 from rpeg.templates import Kind, Vertex
 
 
@@ -97,7 +98,12 @@ def vertex_to_json(
 
 
 def plan_to_json(plan: Plan, directory: CandidateDirectory) -> dict[str, Any]:
-    """The plan as the JSON document of the specification (section 7, v2 fields)."""
+    """The plan as the JSON document of the specification (section 7, v2 fields).
+
+    The document names the instance it was made for and records its
+    :func:`~rpeg.instance.instance_fingerprint` under ``"instance"``;
+    :func:`plan_from_json` refuses it for an instance with another one.
+    """
     template = directory.template
     vertices = {
         vertex.name: vertex_to_json(directory, index, placement)
@@ -106,6 +112,10 @@ def plan_to_json(plan: Plan, directory: CandidateDirectory) -> dict[str, Any]:
         )
     }
     document: dict[str, Any] = {
+        "instance": {
+            "name": directory.instance.name,
+            "fingerprint": instance_fingerprint(directory.instance),
+        },
         "algorithm": directory.instance.algorithm,
         "k_eval": directory.instance.k_eval,
         "staleness": dict(plan.staleness),
@@ -131,7 +141,10 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
     Raises
     ------
     PlanError
-        For a missing or unknown vertex, a block outside the cluster or the
+        For a ``result.json`` document instead of a plan, a plan whose
+        recorded instance fingerprint is not this instance's (a plan without
+        one, hand-written or published, is checked on its content alone),
+        a missing or unknown vertex, a block outside the cluster or the
         plan space, a strategy whose dp*pp*tp differs from the block's GPU
         count or whose tp does not divide the node width, a bad staleness or
         a malformed order. (Whether the order is topological is checked by
@@ -140,10 +153,18 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
     instance, template, cluster = directory.instance, directory.template, directory.cluster
     if not isinstance(data, dict):
         raise PlanError("plan", "must be a JSON object")
-    allowed = {"algorithm", "k_eval", "staleness", "vertices", "order"}
+    if "vertices" not in data and {"status", "solver"} <= set(data):
+        raise PlanError(
+            "plan", "this is a result.json; pass the plan.json written next to it instead"
+        )
+    _check_instance(data.get("instance"), directory)
+    allowed = ("algorithm", "instance", "k_eval", "order", "staleness", "vertices")
     for key in data:
         if key not in allowed:
-            raise PlanError(f"plan.{key}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
+            raise PlanError(
+                f"plan.{key}",
+                f"unknown key{did_you_mean(key, allowed)} (allowed: {', '.join(allowed)})",
+            )
     if data.get("algorithm", instance.algorithm) != instance.algorithm:
         raise PlanError(
             "plan.algorithm",
@@ -160,8 +181,8 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
         if name not in template.names:
             raise PlanError(
                 f"plan.vertices.{name}",
-                f"the {instance.algorithm} instance has no such vertex "
-                f"(vertices: {', '.join(template.names)})",
+                f"the {instance.algorithm} instance has no such vertex"
+                f"{did_you_mean(name, template.names)} (vertices: {', '.join(template.names)})",
             )
     placements: list[Placement | None] = []
     for vertex in template.vertices:
@@ -174,10 +195,12 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
             continue
         if not isinstance(entry, dict):
             raise PlanError(path, "missing placement for this vertex")
-        extra = set(entry) - set(_VERTEX_KEYS)
+        extra = sorted(set(entry) - set(_VERTEX_KEYS))
         if extra:
             raise PlanError(
-                f"{path}.{sorted(extra)[0]}", f"unknown key (allowed: {', '.join(_VERTEX_KEYS)})"
+                f"{path}.{extra[0]}",
+                f"unknown key{did_you_mean(extra[0], _VERTEX_KEYS)} "
+                f"(allowed: {', '.join(_VERTEX_KEYS)})",
             )
         if "block" not in entry:
             raise PlanError(f"{path}.block", "missing")
@@ -205,11 +228,54 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
         staleness[model] = value
     for model in raw_staleness:
         if model not in staleness:
-            raise PlanError(f"plan.staleness.{model}", f"{instance.algorithm} does not train it")
+            raise PlanError(
+                f"plan.staleness.{model}",
+                f"{instance.algorithm} does not train it{did_you_mean(model, staleness)}",
+            )
     order = None
     if data.get("order") is not None:
         order = _parse_order(data["order"], directory, defaulted)
     return Plan(tuple(p for p in placements if p is not None), make_staleness(staleness), order)
+
+
+def _check_instance(recorded: Any, directory: CandidateDirectory) -> None:
+    """Refuse a plan whose ``"instance"`` entry records another instance's fingerprint.
+
+    Raises
+    ------
+    PlanError
+        When the entry is malformed or its fingerprint differs from the one
+        of ``directory.instance``. A plan without the entry passes.
+    """
+    if recorded is None:
+        return
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("fingerprint"), str):
+        raise PlanError(
+            "plan.instance", 'must be {"name": ..., "fingerprint": ...} as plan.json writes it'
+        )
+    extra = sorted(set(recorded) - {"name", "fingerprint"})
+    if extra:
+        raise PlanError(
+            f"plan.instance.{extra[0]}",
+            f"unknown key{did_you_mean(extra[0], ('name', 'fingerprint'))} "
+            "(allowed: name, fingerprint)",
+        )
+    instance = directory.instance
+    expected = instance_fingerprint(instance)
+    if recorded["fingerprint"] != expected:
+        made_for = recorded.get("name")
+        if made_for == instance.name:
+            source = f"another version of {made_for!r}"
+        elif isinstance(made_for, str):
+            source = f"instance {made_for!r}, not {instance.name!r}"
+        else:
+            source = f"another instance, not {instance.name!r}"
+        raise PlanError(
+            "plan.instance",
+            f"this plan was made for {source} (fingerprint {recorded['fingerprint']}, "
+            f"this instance's is {expected}); delete the plan's \"instance\" entry to "
+            "simulate it here anyway",
+        )
 
 
 _VERTEX_KEYS = (

@@ -12,12 +12,59 @@ def _seconds(value: float | None) -> str:
     return "—" if value is None else f"{value:.4f} s"
 
 
+def summary_line(problem: Problem, result: Result) -> str:
+    """The report's first line: instance, status, step time, bound, gap and GPU count.
+
+    Returns
+    -------
+    str
+        A level-1 Markdown heading, e.g. ``# tiny_ppo_2gpu — OPTIMAL: step time
+        1.2345 s, bound 1.2345 s/step, gap 0.0000%, 2 GPUs (exhaustive)``.
+    """
+    instance = problem.instance
+    parts = [
+        "no plan" if result.step_time is None else f"step time {result.step_time:.4f} s",
+        "no bound"
+        if result.bound is None
+        else f"bound {result.bound / instance.k_eval:.4f} s/step",
+    ]
+    if result.gap is not None:
+        parts.append(f"gap {result.gap:.4%}")
+    parts.append(f"{instance.hardware.num_gpus} GPUs")
+    return f"# {instance.name} — {result.status.value}: {', '.join(parts)} ({result.solver})"
+
+
+def memory_rows(peaks: tuple[float, ...] | list[float]) -> list[str]:
+    """Rows of the per-GPU memory table, consecutive GPUs with the same shown peak merged.
+
+    Parameters
+    ----------
+    peaks
+        Peak memory per GPU in bytes, by flat GPU index.
+
+    Returns
+    -------
+    list[str]
+        Markdown rows such as ``| GPUs 0-127 | 61.20 GB |`` or ``| GPU 5 | 3.10 GB |``.
+    """
+    rows: list[str] = []
+    start = 0
+    shown = [f"{peak / 1e9:.2f} GB" for peak in peaks]
+    for gpu in range(1, len(shown) + 1):
+        if gpu < len(shown) and shown[gpu] == shown[start]:
+            continue
+        gpus = f"GPU {start}" if gpu - 1 == start else f"GPUs {start}-{gpu - 1}"
+        rows.append(f"| {gpus} | {shown[start]} |")
+        start = gpu
+    return rows
+
+
 def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
     """Markdown summary of a result: status, figures, placement and framework settings."""
     instance = problem.instance
     hardware = instance.hardware
     lines = [
-        f"# Plan for `{instance.name}`",
+        summary_line(problem, result),
         "",
         f"{instance.algorithm.upper()} on {hardware.racks} x {hardware.nodes_per_rack} x "
         f"{hardware.gpus_per_node} = {hardware.num_gpus} GPUs, k_eval = {instance.k_eval}.",
@@ -79,10 +126,8 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
         "",
         f"Usable capacity {trace.capacity_bytes / 1e9:.2f} GB per GPU.",
         "",
-        "| GPU | peak |",
+        "| GPUs | peak |",
         "|---|---|",
-    ]
-    lines += [
-        f"| {gpu} | {peak / 1e9:.2f} GB |" for gpu, peak in enumerate(trace.peak_memory_bytes)
+        *memory_rows(trace.peak_memory_bytes),
     ]
     return "\n".join(lines) + "\n"

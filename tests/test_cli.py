@@ -251,8 +251,16 @@ def test_baseline_writes_outputs_and_simulate_reproduces(cli, tmp_path, kind):
     code, stdout, _ = cli("baseline", TINY_PPO, "--kind", kind, "--out", out)
     assert code == 0
     assert f"{kind} baseline" in stdout
-    assert sorted(p.name for p in out.iterdir()) == ["gantt.png", "plan.json", "trace.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "gantt.png",
+        "plan.json",
+        "report.md",
+        "trace.json",
+    ]
     assert (out / "gantt.png").read_bytes().startswith(b"\x89PNG")
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert report.startswith("# tiny_ppo_2gpu — ") and f"({kind})" in report.splitlines()[0]
+    assert "## Placement" in report and "## Memory per GPU" in report
     assert not list(tmp_path.glob(".staging-*"))
     plan = load_json(out / "plan.json")
     assert plan["algorithm"] == "ppo"
@@ -446,3 +454,18 @@ def test_check_instance_with_giant_integer(cli, tmp_path):
     code, _, err = cli("check", path)
     assert code == 2
     assert "models.actor.layers" in one_line(err)
+
+
+def test_solve_help_lists_the_solver_choices(capsys):
+    """``solve --help`` names every backend --solver accepts, and milp:ENGINE."""
+    from solvers import BACKENDS
+
+    with pytest.raises(SystemExit) as caught:
+        main.main(["solve", "--help"])
+    assert caught.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    start = text.index("--solver SOLVER", text.index("options:"))
+    described = text[start : text.index("--time-limit", start)]
+    for name in BACKENDS:
+        assert name in described
+    assert "milp:ENGINE" in described

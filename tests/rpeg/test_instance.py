@@ -241,6 +241,38 @@ def test_unknown_key_in_known_section():
     error = rejection(data)
     assert error.path == "hardware.gpus_per_nod"
     assert "unknown key" in error.message
+    assert "did you mean 'gpus_per_node'?" in error.message
+
+
+@pytest.mark.parametrize(
+    ("section", "typo", "meant"),
+    [
+        ("workload", "samples_per_promt", "samples_per_prompt"),
+        ("engine", "flash_attn", "flash_attention"),
+        ("placement", "concurency", "concurrency"),
+        ("solver", "time_limt", "time_limit"),
+        ("optimizer", "kval", "k_eval"),
+    ],
+)
+def test_unknown_key_suggests_the_closest(section, typo, meant):
+    """A misspelt key names the key it most likely meant; a far-off one gets no guess."""
+    data = tiny_ppo()
+    data.setdefault(section, {})[typo] = 1
+    error = rejection(data)
+    assert error.path == f"{section}.{typo}"
+    assert f"unknown key; did you mean {meant!r}? (allowed: " in error.message
+    data = tiny_ppo()
+    data["hardware"]["xyzzy"] = 1
+    assert "did you mean" not in rejection(data).message
+
+
+def test_misspelt_top_level_section_warning_suggests_the_section():
+    data = tiny_ppo()
+    data["hardwre"] = data["hardware"]
+    instance = parse_instance(data)
+    assert instance.warnings == (
+        "warning: unknown section 'hardwre' ignored; did you mean 'hardware'?",
+    )
 
 
 def test_unknown_key_in_model():

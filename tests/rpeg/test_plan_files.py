@@ -304,3 +304,31 @@ def test_v2_fields_outside_the_plan_space_are_rejected(vertex, fields, path, mes
         plan_from_json(document, directory)
     assert info.value.path == path
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "hint"),
+    [
+        (lambda d: d.update(stalenes=d.pop("staleness")), "plan.stalenes", "'staleness'"),
+        (
+            lambda d: d["vertices"]["actor.train"].update(microbatch=2),
+            "plan.vertices.actor.train.microbatch",
+            "'microbatches'",
+        ),
+        (
+            lambda d: d["vertices"].update({"actor.trian": d["vertices"].pop("actor.train")}),
+            "plan.vertices.actor.trian",
+            "'actor.train'",
+        ),
+        (lambda d: d["staleness"].update(actr=0), "plan.staleness.actr", "'actor'"),
+    ],
+)
+def test_unknown_plan_names_suggest_the_closest(change, path, hint):
+    """Misspelt keys, vertices and models of a plan file name what they likely meant."""
+    directory = _load(TINY).directory
+    document = v1_plan()
+    change(document)
+    with pytest.raises(PlanError) as caught:
+        plan_from_json(document, directory)
+    assert caught.value.path == path
+    assert f"did you mean {hint}?" in caught.value.message
