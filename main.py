@@ -1,7 +1,7 @@
 """Command line: plan RL-for-LLM training steps on GPU clusters.
 
-Subcommands: check, baseline, simulate, solve, export, compare. Bad input prints one line
-naming the problem and exits with code 2.
+Subcommands: check, baseline, simulate, solve, export, export-config, compare. Bad input
+prints one line naming the problem and exits with code 2.
 """
 
 from __future__ import annotations
@@ -52,12 +52,7 @@ def _load(path: str) -> Problem:
 def _report_unplaceable(problem: Problem) -> bool:
     missing = problem.unplaceable()
     for name, shortfall in missing:
-        capacity = problem.directory.capacity
-        print(
-            f"INFEASIBLE: {name} fits on no block: its leanest strategy needs "
-            f"{_gb(capacity + shortfall)} per GPU, {_gb(shortfall)} more than the usable "
-            f"{_gb(capacity)}"
-        )
+        print(f"INFEASIBLE: {problem.unplaceable_reason(name, shortfall)}")
     return bool(missing)
 
 
@@ -85,6 +80,13 @@ def command_check(args: argparse.Namespace) -> int:
         f"             {directory.enumerated} strategies per (vertex, shape) enumerated, "
         f"{directory.fitting} fit in memory, {directory.size} kept after dominance pruning"
     )
+    pins = instance.placement.pin
+    if pins:
+        from rpeg.pins import pin_words
+
+        pinned = [f"{name} {pin_words(pin)}" for name, pin in pins.vertices]
+        pinned += [f"staleness {model} {steps}" for model, steps in pins.staleness]
+        print(f"pins         {'; '.join(pinned)}")
     print("fastest candidate per vertex")
     for index, vertex in enumerate(directory.template.vertices):
         candidate = directory.fastest(index)
@@ -322,6 +324,33 @@ def command_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def command_export_config(args: argparse.Namespace) -> int:
+    """Write a plan as the settings of verl, OpenRLHF or NeMo RL."""
+    from rpeg.errors import PlanError
+    from rpeg.frameworks import FRAMEWORKS, export_config, locate_instance
+    from rpeg.outputs import write_text
+
+    if args.framework is None:
+        raise InputError("--framework", f"missing (one of {', '.join(FRAMEWORKS)})")
+    if args.framework not in FRAMEWORKS:
+        raise InputError(
+            "--framework",
+            f"unknown framework {args.framework!r} (allowed: {', '.join(FRAMEWORKS)})",
+        )
+    check_output_file(args.out, "--out")
+    if not os.path.isfile(args.plan):
+        raise PlanError(args.plan, "no such file")
+    problem = _load(args.instance or locate_instance(args.plan))
+    plan = read_plan(args.plan, problem.directory)
+    text = export_config(problem, plan, args.framework, os.path.basename(args.plan))
+    if args.out:
+        write_text(args.out, text)
+        print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
 def command_compare(args: argparse.Namespace) -> int:
     """Benchmark solvers over a suite of instances."""
     from compare.runner import BenchmarkSettings, run_benchmark
@@ -389,6 +418,17 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", required=True, help="file to write")
     export.add_argument("--seed", type=int, help="seed of the warm-start search")
     export.set_defaults(handler=command_export)
+    export_config = commands.add_parser(
+        "export-config", help="write a plan as verl, OpenRLHF or NeMo RL settings"
+    )
+    export_config.add_argument("plan", help="plan file (plan.json of solve, or a published plan)")
+    export_config.add_argument("--framework", metavar="FRAMEWORK", help="verl, openrlhf or nemo-rl")
+    export_config.add_argument(
+        "--instance",
+        help="instance the plan was made for (default: found from the plan's recorded name)",
+    )
+    export_config.add_argument("--out", help="file to write (default: standard output)")
+    export_config.set_defaults(handler=command_export_config)
     compare = commands.add_parser("compare", help="benchmark solvers over an instance suite")
     compare.add_argument("instances", nargs="*", help="instance files (default: the default suite)")
     compare.add_argument("--suite", help="suite file (default instances/suites/default.yaml)")

@@ -367,12 +367,13 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
     runs = len(directory.template.vertices) * instance.k_eval
     # A path has at most `runs` runs and `runs` transfers; flooring each loses < 1 unit.
     unit = upper_bound * REL_ROUNDING / (2 * runs + 2)
-    blocks_by_shape = directory.cluster.blocks_by_shape
     assignments: list[list[Assignment]] = []
     for vertex, per_shape in enumerate(directory.options):
         items = []
         for shape, candidates in per_shape.items():
-            for block, candidate in itertools.product(blocks_by_shape[shape], candidates):
+            # The vertex's blocks: block pins (placement.pin) are applied there.
+            blocks = directory.blocks(vertex, shape)
+            for block, candidate in itertools.product(blocks, candidates):
                 items.append(
                     Assignment(
                         vertex,

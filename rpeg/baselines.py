@@ -9,7 +9,11 @@
   group time (the slowest part, where vertices sharing a part add up).
 
 Both repair memory overflow of the assembled plan by moving vertices to
-leaner strategies; they return ``None`` when no feasible plan is found.
+leaner strategies; they return ``None`` when no feasible plan is found. Both
+take a vertex's blocks from the candidate directory, so block pins hold: a
+vertex pinned off the whole cluster goes to its widest allowed block
+(greedy), and a part of a partition only takes blocks every vertex of the
+part may use (concurrent).
 """
 
 from __future__ import annotations
@@ -60,29 +64,45 @@ def repair_memory(plan: Plan, simulator: Simulator, max_moves: int = 64) -> Plan
     return plan if violation <= 0 else None
 
 
+def _greedy_block(directory: CandidateDirectory, vertex: int, whole: Block) -> Block | None:
+    """The whole cluster, or for a vertex pinned off it its widest allowed block with candidates."""
+    if directory.allows(vertex, whole):
+        return whole
+    widest = None
+    for shape in directory.options[vertex]:
+        for block in directory.blocks(vertex, shape):
+            if widest is None or block.size > widest.size:
+                widest = block
+    return widest
+
+
 def greedy_plan(directory: CandidateDirectory, simulator: Simulator) -> Plan | None:
-    """Fastest memory-feasible strategy per vertex on the whole cluster."""
+    """Fastest memory-feasible strategy per vertex on the whole cluster (or its pinned block)."""
     cluster = directory.cluster
     whole = cluster.blocks_by_shape[(cluster.racks, cluster.nodes_per_rack, cluster.gpus_per_node)][
         0
     ]
     placements = []
     for vertex in range(len(directory.template.vertices)):
-        options = directory.options[vertex].get(whole.extent)
-        if not options:
+        block = _greedy_block(directory, vertex, whole)
+        options = None if block is None else directory.options[vertex].get(block.extent)
+        if not options or block is None:
             return None
-        placements.append(Placement(whole, options[0].strategy))
+        placements.append(Placement(block, options[0].strategy))
     plan = Plan(tuple(placements), default_staleness(directory))
     return repair_memory(plan, simulator)
 
 
-def _pack(shapes: list[tuple[int, int, int]], directory: CandidateDirectory) -> list[Block] | None:
-    """First-fit aligned packing of disjoint blocks of the given shapes (largest first)."""
-    order = sorted(range(len(shapes)), key=lambda i: -shapes[i][0] * shapes[i][1] * shapes[i][2])
-    placed: list[Block | None] = [None] * len(shapes)
+def _pack(choices: list[tuple[Block, ...]]) -> list[Block] | None:
+    """First-fit packing of disjoint blocks, one per part from its choices (largest first).
+
+    ``choices[i]`` are the blocks part ``i`` may use, all of one shape, by start.
+    """
+    order = sorted(range(len(choices)), key=lambda i: -choices[i][0].size)
+    placed: list[Block | None] = [None] * len(choices)
     used: list[Block] = []
     for index in order:
-        for block in directory.cluster.blocks_by_shape[shapes[index]]:
+        for block in choices[index]:
             if not any(block.intersects(other) for other in used):
                 placed[index] = block
                 used.append(block)
@@ -117,7 +137,15 @@ def _group_options(
             if key in seen:
                 continue
             seen.add(key)
-            blocks = _pack(list(part_shapes), directory)
+            choices = [
+                tuple(
+                    block
+                    for block in directory.cluster.blocks_by_shape[shape]
+                    if all(directory.allows(vertex, block) for vertex in part)
+                )
+                for part, shape in zip(partition, part_shapes, strict=True)
+            ]
+            blocks = None if not all(choices) else _pack(choices)
             if blocks is None:
                 continue
             assignment: dict[int, tuple[Block, Candidate]] = {}

@@ -8,11 +8,13 @@ coefficients from this one directory.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from rpeg.blocks import Cluster
+from rpeg.blocks import Block, Cluster
 from rpeg.cost import CostModel, Footprint, Strategy
 from rpeg.instance import Instance
+from rpeg.pins import Pins, block_pin_problem
 from rpeg.templates import Kind, Template, Vertex, build_template
 
 
@@ -44,7 +46,29 @@ def _powers_of_two_dividing(value: int) -> list[int]:
 def strategy_problem(
     instance: Instance, vertex: Vertex, shape: tuple[int, int, int], strategy: Strategy
 ) -> str | None:
-    """Why ``strategy`` is outside the plan space of ``vertex`` on ``shape`` (None if inside)."""
+    """Why ``strategy`` is outside the plan space of ``vertex`` on ``shape`` (None if inside).
+
+    The plan space is that of the ``placement`` lists narrowed by the
+    vertex's pin (``placement.pin``, :mod:`rpeg.pins`): a strategy breaking
+    a pinned field (or on a block shape other than a pinned extent) is
+    outside it, so :func:`enumerate_strategies`, the candidate directory,
+    every backend and plan files all honour strategy pins.
+    """
+    problem = _list_problem(instance, vertex, shape, strategy)
+    if problem is not None:
+        return problem
+    pin = instance.placement.pin.vertex(vertex.name)
+    if pin is not None:
+        broken = pin.strategy_problem(shape, strategy, instance.workload.sequences)
+        if broken is not None:
+            return f"placement.pin.{vertex.name}: {broken}"
+    return None
+
+
+def _list_problem(
+    instance: Instance, vertex: Vertex, shape: tuple[int, int, int], strategy: Strategy
+) -> str | None:
+    """Why ``strategy`` is outside the plan space of the ``placement`` lists (pins aside)."""
     spec = instance.models[vertex.model]
     placement = instance.placement
     size = shape[0] * shape[1] * shape[2]
@@ -99,7 +123,7 @@ def strategy_problem(
 def enumerate_strategies(
     instance: Instance, vertex: Vertex, shape: tuple[int, int, int]
 ) -> list[Strategy]:
-    """Every strategy of the plan space for ``vertex`` on a block of ``shape``."""
+    """Every strategy of the plan space (pins included) for ``vertex`` on a block of ``shape``."""
     placement = instance.placement
     size = shape[0] * shape[1] * shape[2]
     if vertex.kind is Kind.GENERATE:
@@ -145,7 +169,8 @@ class CandidateDirectory:
         and has the same weight layout (tp, pp, ZeRO-3 shards: what pub lags
         depend on) unless no pub edge touches the vertex: replacing it never
         lengthens a schedule (durations and lags are no larger) nor raises a
-        GPU's peak, so the optimum over the plan space is unchanged.
+        GPU's peak, so the optimum over the plan space is unchanged. Only
+        shapes with a block the vertex may use (:meth:`blocks`) appear.
     """
 
     def __init__(self, instance: Instance, cluster: Cluster | None = None) -> None:
@@ -167,6 +192,21 @@ class CandidateDirectory:
         self._layout_free = frozenset(
             index for index in range(len(self.template.vertices)) if index not in touched
         )
+        #: ``allowed[v][shape]``: the blocks of ``shape`` vertex ``v`` may use,
+        #: every block of the shape unless a block pin (``placement.pin``)
+        #: narrows them; shapes without such a block are left out.
+        self.allowed: list[dict[tuple[int, int, int], tuple[Block, ...]]] = []
+        for vertex in self.template.vertices:
+            allowed: dict[tuple[int, int, int], tuple[Block, ...]] = {}
+            for shape, blocks in self.cluster.blocks_by_shape.items():
+                kept = tuple(
+                    block
+                    for block in blocks
+                    if block_pin_problem(instance.placement.pin, vertex.name, block) is None
+                )
+                if kept:
+                    allowed[shape] = kept
+            self.allowed.append(allowed)
         self.options: list[dict[tuple[int, int, int], tuple[Candidate, ...]]] = []
         #: Strategies enumerated, and those fitting in memory alone (before
         #: dominance pruning); ``size`` counts the candidates kept.
@@ -175,6 +215,8 @@ class CandidateDirectory:
         for index, vertex in enumerate(self.template.vertices):
             per_shape: dict[tuple[int, int, int], tuple[Candidate, ...]] = {}
             for shape in self.cluster.shapes:
+                if shape not in self.allowed[index]:
+                    continue
                 strategies = enumerate_strategies(instance, vertex, shape)
                 feasible = [
                     candidate
@@ -208,6 +250,18 @@ class CandidateDirectory:
             self._cache[key] = found
         return found
 
+    def blocks(self, vertex: int, shape: tuple[int, int, int]) -> tuple[Block, ...]:
+        """The blocks of ``shape`` that ``vertex`` may use (block pins applied), by start.
+
+        Every consumer of blocks (formulation, local-search moves, baselines,
+        random plans, the exhaustive oracle) takes a vertex's blocks from here.
+        """
+        return self.allowed[vertex].get(shape, ())
+
+    def allows(self, vertex: int, block: Block) -> bool:
+        """Whether ``vertex`` may use ``block`` (it matches the vertex's block pin, if any)."""
+        return block in self.allowed[vertex].get(block.extent, ())
+
     def fastest(self, vertex: int) -> Candidate | None:
         """The fastest memory-feasible candidate of ``vertex`` on any shape."""
         best = None
@@ -218,12 +272,26 @@ class CandidateDirectory:
                 best = candidates[0]
         return best
 
-    def smallest_shortfall(self, vertex: int) -> tuple[float, Candidate | None]:
-        """Smallest memory overflow of ``vertex`` over all its strategies (0 if one fits)."""
+    def smallest_shortfall(
+        self, vertex: int, pinned: bool = True
+    ) -> tuple[float, Candidate | None]:
+        """Smallest memory overflow of ``vertex`` over all its strategies (0 if one fits).
+
+        Over the pinned plan space, or with ``pinned=False`` over the plan
+        space without the instance's pins (to tell whether a pin is what
+        makes the vertex fit nowhere); ``(inf, None)`` when it has no
+        strategy at all.
+        """
         best_overflow, best = float("inf"), None
         template_vertex = self.template.vertices[vertex]
+        instance = self.instance
+        if not pinned:
+            free = dataclasses.replace(instance.placement, pin=Pins())
+            instance = dataclasses.replace(instance, placement=free)
         for shape in self.cluster.shapes:
-            for strategy in enumerate_strategies(self.instance, template_vertex, shape):
+            if pinned and shape not in self.allowed[vertex]:
+                continue
+            for strategy in enumerate_strategies(instance, template_vertex, shape):
                 candidate = self.candidate(vertex, shape, strategy)
                 overflow = candidate.memory - self.capacity
                 if overflow < best_overflow:
@@ -237,10 +305,9 @@ class CandidateDirectory:
 
     def assignment_count(self) -> int:
         """Number of (vertex, block, strategy) assignments."""
-        blocks = self.cluster.blocks_by_shape
         return sum(
-            len(candidates) * len(blocks[shape])
-            for per_shape in self.options
+            len(candidates) * len(self.blocks(vertex, shape))
+            for vertex, per_shape in enumerate(self.options)
             for shape, candidates in per_shape.items()
         )
 

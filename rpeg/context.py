@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
 from rpeg.bounds import LowerBounds, lower_bounds
 from rpeg.candidates import CandidateDirectory
 from rpeg.instance import Instance, load_instance
+from rpeg.pins import pin_words
 from rpeg.simulator import Simulator
 
 
@@ -43,3 +45,41 @@ class Problem:
                 shortfall, _ = self.directory.smallest_shortfall(index)
                 missing.append((vertex.name, shortfall))
         return missing
+
+    def unplaceable_reason(self, name: str, shortfall: float) -> str:
+        """Why vertex ``name`` fits on no block, in one sentence naming its pin if it has one.
+
+        Parameters
+        ----------
+        name
+            A vertex from :meth:`unplaceable`.
+        shortfall
+            Its smallest memory shortfall in bytes (``inf``: no strategy at all).
+
+        Returns
+        -------
+        str
+            E.g. ``actor.train fits on no block under placement.pin.actor.train
+            {recompute: none}: its leanest strategy needs 17.43 GB per GPU, 2.31 GB
+            more than the usable 15.12 GB (without the pin it fits)``.
+        """
+        directory = self.directory
+        pin = self.instance.placement.pin.vertex(name)
+        pinned = "" if pin is None else f" under placement.pin.{name} {pin_words(pin)}"
+        capacity = directory.capacity
+        if math.isinf(shortfall):
+            if pin is None:
+                return f"{name} has no strategy in the plan space of the placement lists"
+            return (
+                f"{name} has no strategy{pinned}: no block and strategy of the plan space match it"
+            )
+        reason = (
+            f"{name} fits on no block{pinned}: its leanest strategy needs "
+            f"{(capacity + shortfall) / 1e9:.2f} GB per GPU, {shortfall / 1e9:.2f} GB "
+            f"more than the usable {capacity / 1e9:.2f} GB"
+        )
+        if pin is not None:
+            free, _ = directory.smallest_shortfall(directory.template.index(name), pinned=False)
+            if free <= 0:
+                reason += " (without the pin it fits)"
+        return reason

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rpeg.errors import InstanceError, did_you_mean
+from rpeg.pins import Pins, narrowed_staleness, parse_pins
 from rpeg.yamlio import read_yaml_file
 
 ALGORITHMS = ("ppo", "grpo", "dpo")
@@ -713,6 +714,9 @@ class PlacementConfig:
         Offload candidates (``False``, ``True``) of train and infer vertices.
     concurrency
         Rollout concurrency (max_num_seqs) candidates of generate vertices.
+    pin
+        What-if pins (``placement.pin``, :mod:`rpeg.pins`): fields of some
+        vertices' placements and staleness fixed by the user.
     """
 
     min_block_gpus: int = 1
@@ -722,6 +726,7 @@ class PlacementConfig:
     sharding: tuple[str, ...] = SHARDING_CHOICES
     offload: tuple[bool, ...] = (False, True)
     concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
+    pin: Pins = field(default_factory=Pins)
 
     def __post_init__(self) -> None:
         positive_int(self.min_block_gpus, "placement.min_block_gpus")
@@ -802,11 +807,16 @@ _PLACEMENT_KEYS = (
     "sharding",
     "offload",
     "concurrency",
+    "pin",
 )
 
 
 def parse_placement(data: Any) -> PlacementConfig:
-    """Build :class:`PlacementConfig` from the optional ``placement`` section."""
+    """Build :class:`PlacementConfig` from the optional ``placement`` section.
+
+    ``placement.pin`` is left to :func:`parse_instance`: pins name template
+    vertices, which depend on the ``policy`` and ``engine`` sections.
+    """
     if data is None:
         return PlacementConfig()
     section = mapping(data, "placement")
@@ -1177,6 +1187,16 @@ def parse_instance(data: Any, name: str = "instance") -> Instance:
     placement = parse_placement(data.get("placement"))
     solver = parse_solver(data.get("solver"))
     engine = parse_engine(data.get("engine"))
+    if data.get("placement") is not None:
+        pins = parse_pins(
+            data["placement"].get("pin"), algorithm, engine, hardware, placement, optimizer
+        )
+        if pins:
+            placement = dataclasses.replace(placement, pin=pins)
+            optimizer = dataclasses.replace(
+                optimizer,
+                staleness_candidates=narrowed_staleness(optimizer.staleness_candidates, pins),
+            )
     reference = parse_reference(data.get("reference"))
     return Instance(
         name=name,

@@ -17,6 +17,7 @@ from rpeg.candidates import CandidateDirectory, strategy_problem
 from rpeg.cost import Strategy
 from rpeg.errors import PlanError, did_you_mean
 from rpeg.instance import instance_fingerprint
+from rpeg.pins import block_pin_problem
 from rpeg.templates import Kind, Vertex
 
 
@@ -205,6 +206,9 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
         if "block" not in entry:
             raise PlanError(f"{path}.block", "missing")
         block = cluster.block_from_json(entry["block"], f"{path}.block")
+        pinned_off = block_pin_problem(instance.placement.pin, vertex.name, block)
+        if pinned_off is not None:
+            raise PlanError(f"{path}.block", pinned_off)
         strategy = _strategy_from_json(entry, directory, vertex, path)
         problem = strategy_problem(instance, vertex, block.shape, strategy)
         if problem is not None:

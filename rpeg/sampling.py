@@ -18,12 +18,13 @@ def random_plan(
     vertices share GPUs. With ``with_order`` a random topological order is
     drawn as well.
     """
-    blocks = directory.cluster.blocks_by_shape
     placements = []
-    for per_shape in directory.options:
+    for vertex, per_shape in enumerate(directory.options):
         shape = rng.choice(sorted(per_shape))
         candidate = rng.choice(per_shape[shape])
-        placements.append(Placement(rng.choice(blocks[shape]), candidate.strategy))
+        placements.append(
+            Placement(rng.choice(directory.blocks(vertex, shape)), candidate.strategy)
+        )
     choices = directory.instance.optimizer.staleness_candidates
     staleness = make_staleness(
         {model: rng.choice(choices[model]) for model in directory.template.trained_models}

@@ -24,7 +24,10 @@ Conventions fixed here:
   connected components of that relation (aligned blocks are nested or
   disjoint, so a group is the GPUs of its largest block);
 * two vertices run *concurrently* when their blocks are disjoint and some of
-  their runs overlap in time in the simulated trace (any steps).
+  their runs overlap in time in the simulated trace (any steps);
+* settings the instance pins (``placement.pin``) are listed per vertex under
+  ``pinned`` (plan-file field names) and marked with a dagger in the
+  markdown table.
 """
 
 from __future__ import annotations
@@ -51,14 +54,17 @@ RECOMPUTE_WORDS = {
 }
 
 #: Where each setting is typed in each framework, as markdown (``None``: no
-#: knob of its own).
-#: Keys as in verl's ``ppo_trainer.yaml``, NeMo RL's ``examples/configs``
-#: and OpenRLHF's ``train_ppo_ray`` command line.
+#: knob of its own). Names checked against the frameworks' sources, as
+#: ``export-config`` writes them (rpeg/frameworks/): verl's
+#: verl/trainer/config/_generated_ppo_trainer.yaml and
+#: _generated_ppo_megatron_trainer.yaml (volcengine/verl b178a3cd), NeMo RL's
+#: examples/configs/grpo_math_1B*.yaml (NVIDIA-NeMo/RL 7ea279ab) and OpenRLHF's
+#: openrlhf/cli/train_ppo_ray.py (v0.11.0; dotted flags since v0.10.1).
 FRAMEWORK_KEYS: dict[str, dict[str, str | None]] = {
     "rollout tp": {
         "verl": "`actor_rollout_ref.rollout.tensor_model_parallel_size`",
         "NeMo RL": "`policy.generation.vllm_cfg.tensor_parallel_size`",
-        "OpenRLHF": "`--vllm_tensor_parallel_size`",
+        "OpenRLHF": "`--vllm.tensor_parallel_size` (`--vllm.num_engines` replicas)",
     },
     "max_num_seqs": {
         "verl": "`actor_rollout_ref.rollout.max_num_seqs`",
@@ -68,55 +74,63 @@ FRAMEWORK_KEYS: dict[str, dict[str, str | None]] = {
     "gpu_memory_utilization": {
         "verl": "`actor_rollout_ref.rollout.gpu_memory_utilization`",
         "NeMo RL": "`policy.generation.vllm_cfg.gpu_memory_utilization`",
-        "OpenRLHF": "`--vllm_gpu_memory_utilization`",
+        "OpenRLHF": "`--vllm.gpu_memory_utilization`",
     },
     "train micro-batch size per GPU": {
         "verl": "`actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu`, "
         "`critic.ppo_micro_batch_size_per_gpu`",
         "NeMo RL": "`policy.train_micro_batch_size`",
-        "OpenRLHF": "`--micro_train_batch_size`",
+        "OpenRLHF": "`--train.micro_batch_size`",
     },
     "train micro-batch tokens per GPU": {
         "verl": "`actor_rollout_ref.actor.ppo_max_token_len_per_gpu` (with `use_dynamic_bsz`)",
         "NeMo RL": "`policy.sequence_packing.train_mb_tokens`",
-        "OpenRLHF": None,
+        "OpenRLHF": "`--train.max_tokens_per_gpu` (with `--train.dynamic_batch_enable`)",
     },
     "infer micro-batch size per GPU": {
         "verl": "`actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu`, "
         "`actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu`",
         "NeMo RL": "`policy.logprob_batch_size`",
-        "OpenRLHF": "`--micro_rollout_batch_size`",
+        "OpenRLHF": "`--rollout.micro_batch_size`",
     },
     "infer micro-batch tokens per GPU": {
         "verl": "`actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu`",
         "NeMo RL": "`policy.sequence_packing.logprob_mb_tokens`",
-        "OpenRLHF": None,
+        "OpenRLHF": "`--rollout.max_tokens_per_gpu` (with `--train.dynamic_batch_enable`)",
     },
     "recompute": {
-        "verl": "`actor_rollout_ref.model.enable_gradient_checkpointing`",
-        "NeMo RL": "`policy.dtensor_cfg.activation_checkpointing`",
-        "OpenRLHF": "`--gradient_checkpointing`",
+        "verl": "`actor_rollout_ref.model.enable_gradient_checkpointing` (FSDP); "
+        "`actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity` "
+        "(Megatron)",
+        "NeMo RL": "`policy.dtensor_cfg.activation_checkpointing`, "
+        "`policy.megatron_cfg.activation_checkpointing`",
+        "OpenRLHF": "`--actor.gradient_checkpointing_enable`",
     },
     "sharding": {
-        "verl": "`actor.strategy`: `fsdp` (ZeRO-3) or `megatron` (distributed optimizer, ZeRO-1)",
+        "verl": "`actor_rollout_ref.actor.strategy`: `fsdp` (ZeRO-3) or `megatron` "
+        "(distributed optimizer, ZeRO-1)",
         "NeMo RL": "`policy.dtensor_cfg` (FSDP2, ZeRO-3) or "
         "`policy.megatron_cfg.optimizer.use_distributed_optimizer` (ZeRO-1)",
-        "OpenRLHF": "`--zero_stage`",
+        "OpenRLHF": "`--ds.zero_stage`",
     },
     "offload": {
-        "verl": "`actor_rollout_ref.actor.fsdp_config.param_offload`, `optimizer_offload`",
+        "verl": "`actor_rollout_ref.actor.fsdp_config.param_offload`, `optimizer_offload` "
+        "(FSDP); `actor_rollout_ref.actor.megatron.param_offload`, `grad_offload`, "
+        "`optimizer_offload` (Megatron)",
         "NeMo RL": "`policy.dtensor_cfg.cpu_offload`",
-        "OpenRLHF": "`--adam_offload`, `--ref_reward_offload`",
+        "OpenRLHF": "`--ds.adam_offload`, `--ds.enable_sleep`, `--ref.offload`, `--reward.offload`",
     },
     "colocation": {
-        "verl": "resource pools (hybrid engine: actor, rollout and reference share one)",
+        "verl": "one resource pool (hybrid engine: rollout, actor, reference and critic); "
+        "`reward_model.enable_resource_pool`",
         "NeMo RL": "`policy.generation.colocated.enabled`",
-        "OpenRLHF": "`--colocate_all_models`, `--colocate_actor_ref`, `--colocate_critic_reward`",
+        "OpenRLHF": "`--train.colocate_all`, `--train.colocate_actor_ref`, "
+        "`--train.colocate_critic_reward`",
     },
     "staleness": {
-        "verl": "`recipe/one_step_off_policy`",
+        "verl": "`verl/experimental/one_step_off_policy` (the main trainer is synchronous)",
         "NeMo RL": "`grpo.async_grpo.enabled`, `grpo.async_grpo.max_trajectory_age_steps`",
-        "OpenRLHF": "`--async_train`",
+        "OpenRLHF": "`--train.async_enable`, `--train.async_queue_size`",
     },
 }
 
@@ -165,6 +179,7 @@ def _vertex_entry(problem: Problem, index: int, plan: Plan) -> dict[str, Any]:
         "pp": strategy.pp,
         "dp": strategy.dp,
         "sequences_per_replica": cost.replica_sequences(strategy),
+        "pinned": sorted(problem.instance.placement.pin.pinned_fields(vertex.name)),
     }
     if vertex.kind is Kind.GENERATE:
         weights = cost.weight_shard(vertex.model, strategy)
@@ -282,6 +297,7 @@ def _staleness(problem: Problem, plan: Plan) -> dict[str, dict[str, Any]]:
             "stale_users": stale,
             "latest_weights_users": latest,
             "detail": "; ".join(parts),
+            "pinned": problem.instance.placement.pin.staleness_of(model) is not None,
         }
     return described
 
@@ -334,6 +350,23 @@ def framework_view(problem: Problem, plan: Plan, trace: Trace | None = None) -> 
     }
 
 
+#: Columns of the markdown table marked for each pinned plan-file field.
+_PINNED_COLUMN = {
+    "block": "gpus",
+    "dp": "dp",
+    "pp": "pp",
+    "tp": "tp",
+    "microbatches": "micro",
+    "micro_batch_size": "micro",
+    "recompute": "recompute",
+    "sharding": "sharding",
+    "offload": "offload",
+    "concurrency": "max_num_seqs",
+}
+#: Marker of a pinned value in the markdown table.
+PIN_MARK = " †"
+
+
 def _cell(entry: dict[str, Any], key: str) -> str:
     value = entry.get(key)
     if value is None:
@@ -341,6 +374,12 @@ def _cell(entry: dict[str, Any], key: str) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value)
+
+
+def _mark(entry: dict[str, Any], column: str) -> str:
+    """The pin marker when a pinned field of ``entry`` shows in ``column``, else ``""``."""
+    pinned = {_PINNED_COLUMN[name] for name in entry.get("pinned", ())}
+    return PIN_MARK if column in pinned else ""
 
 
 def framework_markdown(view: dict[str, Any]) -> list[str]:
@@ -381,13 +420,21 @@ def framework_markdown(view: dict[str, Any]) -> list[str]:
         else:
             micro = "—"
         utilization = entry.get("gpu_memory_utilization")
+
+        def mark(column: str, entry: dict[str, Any] = entry) -> str:
+            return _mark(entry, column)
+
         lines.append(
-            f"| {name} | {_gpus_label(entry['gpus'])} | {entry['tp']} | {entry['pp']} | "
-            f"{entry['dp']} | {micro} | "
-            f"{entry.get('recompute_words', '—')} | {entry.get('sharding_words', '—')} | "
-            f"{_cell(entry, 'offload')} | {_cell(entry, 'max_num_seqs')} | "
+            f"| {name} | {_gpus_label(entry['gpus'])}{mark('gpus')} | {entry['tp']}{mark('tp')} | "
+            f"{entry['pp']}{mark('pp')} | {entry['dp']}{mark('dp')} | {micro}{mark('micro')} | "
+            f"{entry.get('recompute_words', '—')}{mark('recompute')} | "
+            f"{entry.get('sharding_words', '—')}{mark('sharding')} | "
+            f"{_cell(entry, 'offload')}{mark('offload')} | "
+            f"{_cell(entry, 'max_num_seqs')}{mark('max_num_seqs')} | "
             f"{'—' if utilization is None else f'{math.ceil(utilization * 100) / 100:.2f}'} |"
         )
+    if any(entry.get("pinned") for entry in view["vertices"].values()):
+        lines += ["", f"{PIN_MARK.strip()} pinned in the instance (placement.pin)."]
     lines += ["", "Colocated (sharing GPUs, run one after the other):", ""]
     if view["colocated"]:
         for group in view["colocated"]:
@@ -404,8 +451,9 @@ def framework_markdown(view: dict[str, Any]) -> list[str]:
         lines.append("- none")
     lines += ["", "Staleness:", ""]
     for model, described in view["staleness"].items():
+        pinned = ", pinned" if described.get("pinned") else ""
         lines.append(
-            f"- {model}: {described['words']} (staleness {described['steps']}): "
+            f"- {model}: {described['words']} (staleness {described['steps']}{pinned}): "
             f"{described['detail']}"
         )
     lines += [

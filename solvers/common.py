@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -18,12 +19,7 @@ def unplaceable_result(problem: Problem, solver: str, started: float) -> Result 
     if not missing:
         return None
     name, shortfall = min(missing, key=lambda item: item[1])
-    capacity = problem.directory.capacity
-    message = (
-        f"{name} fits on no block: its leanest strategy needs "
-        f"{(capacity + shortfall) / 1e9:.2f} GB per GPU, {shortfall / 1e9:.2f} GB "
-        f"more than the usable {capacity / 1e9:.2f} GB"
-    )
+    message = problem.unplaceable_reason(name, shortfall)
     others = [n for n, _ in missing if n != name]
     if others:
         message += f" (also fitting nowhere: {', '.join(others)})"
@@ -33,7 +29,8 @@ def unplaceable_result(problem: Problem, solver: str, started: float) -> Result 
         k_eval=problem.instance.k_eval,
         wall_time=time.perf_counter() - started,
         message=message,
-        stats={"unplaceable": {n: s for n, s in missing}},
+        # Shortfall in bytes; null when a vertex has no strategy at all (strict JSON).
+        stats={"unplaceable": {n: (s if math.isfinite(s) else None) for n, s in missing}},
     )
 
 

@@ -38,10 +38,9 @@ MAX_COMBINATIONS = 2_000_000
 def plan_space_size(problem: Problem) -> tuple[int, int]:
     """(placements, staleness combinations) of the instance."""
     directory = problem.directory
-    blocks = directory.cluster.blocks_by_shape
     placements = 1
-    for per_shape in directory.options:
-        placements *= sum(len(c) * len(blocks[s]) for s, c in per_shape.items())
+    for vertex, per_shape in enumerate(directory.options):
+        placements *= sum(len(c) * len(directory.blocks(vertex, s)) for s, c in per_shape.items())
     staleness = 1
     for model in directory.template.trained_models:
         staleness *= len(directory.instance.optimizer.staleness_candidates[model])
@@ -186,15 +185,14 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
         )
     directory, simulator = problem.directory, problem.simulator
     deadline = started + options.time_limit
-    blocks = directory.cluster.blocks_by_shape
     per_vertex = [
         [
             Placement(block, c.strategy)
             for shape, cands in per_shape.items()
-            for block in blocks[shape]
+            for block in directory.blocks(vertex, shape)
             for c in cands
         ]
-        for per_shape in directory.options
+        for vertex, per_shape in enumerate(directory.options)
     ]
     models = directory.template.trained_models
     choices = directory.instance.optimizer.staleness_candidates

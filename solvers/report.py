@@ -103,9 +103,10 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
         "## Placement",
         "",
         "| vertex | block | GPUs | dp | pp | tp | microbatches | run time "
-        "| memory per GPU (alone) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| memory per GPU (alone) | pinned |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    pins = instance.placement.pin
     for index, (vertex, placement) in enumerate(
         zip(directory.template.vertices, plan.placements, strict=True)
     ):
@@ -115,10 +116,14 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
         lines.append(
             f"| {vertex.name} | origin {list(block.origin)} extent {list(block.extent)} | "
             f"{block.label()} | {strategy.dp} | {strategy.pp} | {strategy.tp} | "
-            f"{strategy.microbatches} | {candidate.time:.4f} s | {candidate.memory / 1e9:.2f} GB |"
+            f"{strategy.microbatches} | {candidate.time:.4f} s | {candidate.memory / 1e9:.2f} GB | "
+            f"{', '.join(sorted(pins.pinned_fields(vertex.name))) or '—'} |"
         )
     lines += ["", "## Staleness", ""]
-    lines += [f"- {model}: {value}" for model, value in plan.staleness]
+    lines += [
+        f"- {model}: {value}" + (" (pinned)" if pins.staleness_of(model) is not None else "")
+        for model, value in plan.staleness
+    ]
     lines += ["", *framework_markdown(framework_view(problem, plan, trace))]
     lines += [
         "",

@@ -192,13 +192,12 @@ class SimulatedAnnealing:
         """
         best = start
         directory = self.directory
-        blocks = directory.cluster.blocks_by_shape
         improved = True
         while improved and not stop.out_of_time():
             improved = False
             for vertex in range(len(best.plan.placements)):
                 for shape, candidates in directory.options[vertex].items():
-                    for block in blocks[shape]:
+                    for block in directory.blocks(vertex, shape):
                         for candidate in candidates:
                             if stop.out_of_time():
                                 return best

@@ -124,9 +124,7 @@ def move_block(plan: Plan, context: MoveContext, rng: random.Random) -> list[Pla
     vertex = context.pick_vertex(rng, plan)
     placement = plan.placements[vertex]
     others = [
-        b
-        for b in context.directory.cluster.blocks_by_shape[placement.block.extent]
-        if b != placement.block
+        b for b in context.directory.blocks(vertex, placement.block.extent) if b != placement.block
     ]
     if not others:
         return []
@@ -144,7 +142,11 @@ def resize_block(plan: Plan, context: MoveContext, rng: random.Random) -> list[P
         neighbours += [b for b in context.blocks_by_size[sizes[position - 1]] if block.contains(b)]
     if position + 1 < len(sizes):
         neighbours += [b for b in context.blocks_by_size[sizes[position + 1]] if b.contains(block)]
-    neighbours = [b for b in neighbours if context.directory.options[vertex].get(b.extent)]
+    neighbours = [
+        b
+        for b in neighbours
+        if context.directory.allows(vertex, b) and context.directory.options[vertex].get(b.extent)
+    ]
     if not neighbours:
         return []
     target = rng.choice(neighbours)
@@ -163,7 +165,7 @@ def _fastest_on(
     vertex: int, block: Block, context: MoveContext, current: Placement
 ) -> Placement | None:
     options = context.directory.options[vertex].get(block.extent, ())
-    if not options:
+    if not options or not context.directory.allows(vertex, block):
         return None
     if block.extent == current.block.extent:
         return Placement(block, current.strategy)
@@ -187,7 +189,7 @@ def colocate(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]
     """Put one vertex on another vertex's block."""
     first, second = _two_vertices(plan, context, rng)
     target = plan.placements[first].block
-    if plan.placements[second].block == target:
+    if plan.placements[second].block == target or not context.directory.allows(second, target):
         return []
     return _replace(plan, second, target, context.sample_candidates(second, target.extent, rng))
 
@@ -204,7 +206,9 @@ def separate(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]
         b
         for size in sizes
         for b in context.blocks_by_size.get(size, ())
-        if not b.intersects(anchor) and context.directory.options[second].get(b.extent)
+        if not b.intersects(anchor)
+        and context.directory.allows(second, b)
+        and context.directory.options[second].get(b.extent)
     ]
     if not targets:
         return []

@@ -1,0 +1,454 @@
+"""``export-config``: plans as verl, OpenRLHF and NeMo RL settings (rpeg/frameworks/).
+
+Known plans:
+
+* the published NeMo RL run (instances/published/nemo_rl_grpo_llama31_8b_2x8_h100):
+  everything colocated on 2 x 8 H100, rollout tp 1 (16 engines) with 128
+  sequences in flight, Megatron tp 1 pp 2 with the distributed optimizer, full
+  recompute, training states offloaded, 4 sequences per train micro-batch and
+  8 per log-prob micro-batch, the reference offloaded, on-policy;
+* the proven optimum of tiny_dpo_2gpu_v2 (tests/solvers/test_exhaustive.py),
+  written by hand: ZeRO-3 training with full recompute, staleness 1;
+* a disaggregated plan on tiny_grpo_4gpu, written by hand: the rollout on
+  GPUs 0-1, everything else on GPUs 2-3.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rpeg.context import Problem
+from rpeg.frameworks import FRAMEWORKS, export_config, framework_settings
+from rpeg.frameworks.common import round_up
+from rpeg.plan import plan_from_json, read_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+PUBLISHED = ROOT / "instances" / "published"
+NEMO = PUBLISHED / "nemo_rl_grpo_llama31_8b_2x8_h100"
+NEMO_PLAN = Path(f"{NEMO}.plan.json")
+
+BOTH = {"origin": [0, 0, 0], "extent": [1, 1, 2]}
+HIGH = {"origin": [0, 0, 2], "extent": [1, 1, 2]}
+
+#: The proven optimum of tiny_dpo_2gpu_v2, by hand.
+DPO_V2_OPTIMUM = {
+    "staleness": {"actor": 1},
+    "vertices": {
+        "actor.generate": {"block": BOTH, "dp": 1, "pp": 1, "tp": 2, "concurrency": 32},
+        "actor.infer": {
+            "block": BOTH,
+            "dp": 2,
+            "pp": 1,
+            "tp": 1,
+            "microbatches": 4,
+            "offload": False,
+        },
+        "reference.infer": {
+            "block": BOTH,
+            "dp": 1,
+            "pp": 1,
+            "tp": 2,
+            "microbatches": 4,
+            "offload": True,
+        },
+        "actor.train": {
+            "block": BOTH,
+            "dp": 2,
+            "pp": 1,
+            "tp": 1,
+            "microbatches": 4,
+            "recompute": "full",
+            "sharding": "zero3",
+            "offload": False,
+        },
+    },
+}
+
+#: tiny_grpo_4gpu with the rollout on GPUs 0-1 and the rest on GPUs 2-3.
+GRPO_APART = {
+    "staleness": {"actor": 0},
+    "vertices": {
+        "actor.generate": {"block": BOTH, "dp": 1, "pp": 1, "tp": 2, "concurrency": 32},
+        "reference.infer": {"block": HIGH, "dp": 2, "pp": 1, "tp": 1, "microbatches": 1},
+        "reward.infer": {"block": HIGH, "dp": 2, "pp": 1, "tp": 1, "microbatches": 1},
+        "actor.train": {"block": HIGH, "dp": 2, "pp": 1, "tp": 1, "microbatches": 1},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def nemo() -> tuple[Problem, object]:
+    problem = Problem.load(str(NEMO) + ".yaml")
+    return problem, read_plan(NEMO_PLAN, problem.directory)
+
+
+def _hand(instance: str, document: dict) -> tuple[Problem, object]:
+    problem = Problem.load(str(ROOT / "instances" / f"{instance}.yaml"))
+    plan = plan_from_json(document, problem.directory)
+    assert problem.simulator.simulate(plan).feasible
+    return problem, plan
+
+
+def _lines(problem: Problem, plan: object, framework: str) -> list[str]:
+    return export_config(problem, plan, framework, "plan.json").splitlines()
+
+
+def test_round_up_never_gives_less_memory():
+    """gpu_memory_utilization is rounded up to the hundredth (0.4759 -> 0.48; 0.48 stays)."""
+    assert round_up(0.475910748672) == 0.48
+    assert round_up(0.48) == 0.48
+    assert round_up(0.4801) == 0.49
+    assert round_up(0.1) == 0.1
+
+
+def test_published_nemo_rollout_memory_is_computed_by_hand(nemo):
+    """(weights + KV pool + workspace) / 80 GB = 0.4759, exported as 0.48.
+
+    Llama-3.1-8B has 8,030,261,248 parameters; the cost model leaves out its
+    266,240 norm weights: 8,029,995,008 (16.06 GB in bf16). E[T] of the
+    instance's length quantiles is 0.5*455 + 0.4*1395 + 0.08*2565 + 0.02*3608
+    = 1,062.86 tokens, so a sequence holds 130 + 1,062.86 tokens on average;
+    the KV cache takes 2 (k, v) x 32 layers x 8 kv heads x 128 x 2 bytes =
+    131,072 bytes per token: 128 sequences in flight need 20.01 GB; the
+    rollout workspace is 2 GB.
+    """
+    problem, plan = nemo
+    weights = 2 * 8_029_995_008
+    pool = 128 * (130 + 1062.86) * 131_072
+    expected = (weights + pool + 2e9) / 80e9
+    assert expected == pytest.approx(0.47591, abs=1e-5)
+    assert math.ceil(expected * 100) / 100 == 0.48
+    settings = framework_settings(problem, plan, "verl", "plan.json")
+    assert settings.value("actor_rollout_ref.rollout.gpu_memory_utilization") == 0.48
+
+
+def test_published_nemo_plan_as_verl(nemo):
+    """Megatron (ZeRO-1), rollout tp 1, 0.48, micro-batches 4 / 8, recompute, offload."""
+    lines = _lines(*nemo, "verl")
+    expected = [
+        "# Hydra overrides: python3 -m verl.trainer.main_ppo "
+        "--config-name=ppo_megatron_trainer followed by the key=value lines below",
+        "algorithm.adv_estimator=grpo",
+        "data.train_batch_size=64",
+        "actor_rollout_ref.rollout.n=32",
+        "trainer.nnodes=2",
+        "trainer.n_gpus_per_node=8",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.48",
+        "actor_rollout_ref.rollout.max_num_seqs=128",
+        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=1",
+        "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2",
+        "actor_rollout_ref.actor.megatron.use_distributed_optimizer=true",
+        "actor_rollout_ref.actor.megatron.param_offload=true",
+        "actor_rollout_ref.actor.megatron.grad_offload=true",
+        "actor_rollout_ref.actor.megatron.optimizer_offload=true",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+        "actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity=full",
+        "actor_rollout_ref.actor.megatron.override_transformer_config.recompute_method=uniform",
+        "actor_rollout_ref.actor.megatron.override_transformer_config.recompute_num_layers=1",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
+        "actor_rollout_ref.ref.megatron.pipeline_model_parallel_size=2",
+        "actor_rollout_ref.ref.megatron.param_offload=true",
+        "reward_model.micro_batch_size_per_gpu=8",
+        "# not expressible in verl: actor.infer offload false while actor.train offload true "
+        "(one set of offload flags for the actor)",
+    ]
+    for line in expected:
+        assert line in lines
+    assert lines.index(expected[4]) < lines.index(expected[6])  # kept in order
+    assert not any("staleness" in line for line in lines)  # on-policy: nothing to say
+    assert not any(line.startswith("reward_model.enable_resource_pool") for line in lines)
+    for line in lines:
+        assert line.startswith("# ") or ("=" in line and " " not in line)
+
+
+def test_published_nemo_plan_as_openrlhf(nemo):
+    """16 engines of tp 1, everything colocated, ZeRO-1, pp 2 written as inexpressible."""
+    lines = _lines(*nemo, "openrlhf")
+    expected = [
+        "--algo.advantage.estimator group_norm",
+        "--rollout.batch_size 64",
+        "--rollout.n_samples_per_prompt 32",
+        "--actor.num_nodes 2",
+        "--actor.num_gpus_per_node 8",
+        "--vllm.num_engines 16",
+        "--vllm.tensor_parallel_size 1",
+        "--vllm.gpu_memory_utilization 0.48",
+        "# not expressible in OpenRLHF: rollout max_num_seqs 128 (no flag; vLLM's default applies)",
+        "--train.colocate_all",
+        "--vllm.enable_sleep",
+        "--ds.zero_stage 1",
+        "# not expressible in OpenRLHF: actor.train pp 2 (DeepSpeed here has no pipeline "
+        "parallelism)",
+        "--actor.gradient_checkpointing_enable",
+        "--train.micro_batch_size 4",
+        "--ds.enable_sleep",
+        "--rollout.micro_batch_size 8",
+        "--ref.offload",
+    ]
+    for line in expected:
+        assert line in lines
+    assert "--train.async_enable" not in lines
+    assert "--ds.adam_offload" not in lines
+    assert lines[-1].startswith("# OpenRLHF <= 0.10.0 spells these flags: ")
+    assert "--vllm.num_engines -> --vllm_num_engines" in lines[-1]
+    assert "--train.colocate_all -> --colocate_all_models" in lines[-1]
+
+
+def test_published_nemo_plan_as_nemo_rl(nemo):
+    """The published recipe's layout: colocated vLLM tp 1, Megatron tp 1 pp 2, checkpointing."""
+    text = export_config(*nemo, "nemo-rl", "plan.json")
+    document = yaml.safe_load(text)
+    policy = document["policy"]
+    assert policy["generation"]["vllm_cfg"] == {
+        "tensor_parallel_size": 1,
+        "pipeline_parallel_size": 1,
+        "gpu_memory_utilization": 0.48,
+    }
+    assert policy["generation"]["vllm_kwargs"] == {"max_num_seqs": 128}
+    assert policy["generation"]["colocated"] == {"enabled": True}
+    assert policy["megatron_cfg"] == {
+        "enabled": True,
+        "tensor_model_parallel_size": 1,
+        "pipeline_model_parallel_size": 2,
+        "activation_checkpointing": True,
+        "optimizer": {"use_distributed_optimizer": True},
+    }
+    assert policy["dtensor_cfg"] == {"enabled": False}
+    assert policy["train_micro_batch_size"] == 4
+    assert policy["logprob_batch_size"] == 8
+    # 4 and 8 sequences of 1,192.86 tokens on average, rounded up.
+    assert policy["sequence_packing"] == {
+        "enabled": True,
+        "train_mb_tokens": 4772,
+        "logprob_mb_tokens": 9543,
+    }
+    assert document["grpo"] == {
+        "num_prompts_per_step": 64,
+        "num_generations_per_prompt": 32,
+        "async_grpo": {"enabled": False},
+    }
+    assert document["cluster"] == {"num_nodes": 2, "gpus_per_node": 8}
+    lines = text.splitlines()
+    assert "      gpu_memory_utilization: 0.48" in lines
+    assert (
+        "# not expressible in NeMo RL: reward.infer on GPUs 0-15 (tp 1, pp 1, dp 16) sharing "
+        "GPUs with other vertices (a reward model environment runs on GPUs of its own: "
+        "env.reward_model.resources; a rule-based environment such as math needs no GPU)"
+    ) in lines
+    assert (
+        "# actor.train offload: NeMo RL moves the training states to the host around "
+        "colocated generation (nemo_rl/algorithms/grpo.py: offload_before_refit)"
+    ) in lines
+
+
+def test_zero3_optimum_with_staleness_1(tmp_path):
+    """tiny_dpo_2gpu_v2's optimum: FSDP in verl, ZeRO-3 in OpenRLHF, DTensor in NeMo RL.
+
+    Staleness 1 is inexpressible in verl's synchronous trainer, is async with a
+    queue of 1 in OpenRLHF (whose vLLM then cannot sleep), and async GRPO in
+    NeMo RL, which needs generation apart from training; online DPO is
+    inexpressible in all three.
+    """
+    problem, plan = _hand("tiny_dpo_2gpu_v2", DPO_V2_OPTIMUM)
+    verl = _lines(problem, plan, "verl")
+    for line in (
+        "# Hydra overrides: python3 -m verl.trainer.main_ppo --config-name=ppo_trainer "
+        "followed by the key=value lines below",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+        "actor_rollout_ref.rollout.max_num_seqs=32",
+        "actor_rollout_ref.actor.strategy=fsdp",
+        "actor_rollout_ref.actor.fsdp_config.param_offload=false",
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=false",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=true",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
+        "actor_rollout_ref.ref.fsdp_config.param_offload=true",
+        "# not expressible in verl: tp 2 pp 1 of reference.infer (verl's FSDP workers are data "
+        "parallel only; they shard over all GPUs of the pool)",
+        "# not expressible in verl: actor staleness 1 (verl.trainer.main_ppo is synchronous, "
+        "staleness 0; verl/experimental/one_step_off_policy runs a one-step off-policy "
+        "rollout on GPUs of its own)",
+    ):
+        assert line in verl
+    assert verl[3].startswith("# not expressible in verl: online DPO")
+    openrlhf = _lines(problem, plan, "openrlhf")
+    for line in (
+        "--vllm.num_engines 1",
+        "--vllm.tensor_parallel_size 2",
+        "--train.colocate_all",
+        "# not expressible in OpenRLHF: the rollout sleeping between its runs under staleness "
+        "1 (async mode keeps vLLM awake: train_ppo_ray asserts it)",
+        "--ds.zero_stage 3",
+        "--actor.gradient_checkpointing_enable",
+        "--train.micro_batch_size 4",
+        "--rollout.micro_batch_size 4",
+        "# not expressible in OpenRLHF: reference.infer micro-batch 8 per GPU while actor.infer "
+        "4 (one --rollout.micro_batch_size)",
+        "# not expressible in OpenRLHF: reference.infer tp 2 while actor.train tp 1 (one "
+        "--ds.tensor_parallel_size for every DeepSpeed model)",
+        "--ref.offload",
+        "--train.async_enable",
+        "--train.async_queue_size 1",
+    ):
+        assert line in openrlhf
+    assert "--vllm.enable_sleep" not in openrlhf
+    nemo_text = export_config(problem, plan, "nemo-rl", "plan.json")
+    document = yaml.safe_load(nemo_text)
+    assert document["policy"]["dtensor_cfg"] == {
+        "enabled": True,
+        "tensor_parallel_size": 1,
+        "activation_checkpointing": True,
+    }
+    assert document["policy"]["megatron_cfg"] == {"enabled": False}
+    assert document["grpo"]["async_grpo"] == {"enabled": True, "max_trajectory_age_steps": 1}
+    assert document["policy"]["generation"]["vllm_cfg"]["async_engine"] is True
+    assert (
+        "# not expressible in NeMo RL: actor staleness 1 with generation colocated (async vLLM "
+        "generation runs on GPUs of its own: nemo_rl/algorithms/grpo.py asserts it)"
+    ) in nemo_text.splitlines()
+    assert (
+        "# not expressible in NeMo RL: reference.infer micro-batch 8 per GPU while actor.infer "
+        "4 (one policy.logprob_batch_size)"
+    ) in nemo_text.splitlines()
+
+
+def test_rollout_apart_from_training():
+    """tiny_grpo_4gpu, rollout on GPUs 0-1: one pool in verl, own GPUs in OpenRLHF and NeMo RL."""
+    problem, plan = _hand("tiny_grpo_4gpu", GRPO_APART)
+    verl = _lines(problem, plan, "verl")
+    assert (
+        "# not expressible in verl: actor.generate on GPUs 0-1 (tp 2, pp 1, dp 1) apart from "
+        "actor.train on GPUs 2-3 (tp 1, pp 1, dp 2) (verl.trainer.main_ppo runs the rollout, "
+        "actor, reference and critic on one resource pool, each on all of its GPUs)"
+    ) in verl
+    assert "trainer.n_gpus_per_node=2" in verl
+    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16" in verl
+    openrlhf = _lines(problem, plan, "openrlhf")
+    assert "--train.colocate_all" not in openrlhf
+    for line in (
+        "--actor.num_gpus_per_node 2",
+        "--vllm.num_engines 1",
+        "--vllm.tensor_parallel_size 2",
+        "--train.colocate_actor_ref",
+        "# not expressible in OpenRLHF: actor.train on GPUs 2-3 sharing GPUs with reward.infer "
+        "on GPUs 2-3 (groups share GPUs only with --train.colocate_all, "
+        "--train.colocate_actor_ref or --train.colocate_critic_reward)",
+    ):
+        assert line in openrlhf
+    document = yaml.safe_load(export_config(problem, plan, "nemo-rl", "plan.json"))
+    assert document["policy"]["generation"]["colocated"] == {
+        "enabled": False,
+        "resources": {"num_nodes": 1, "gpus_per_node": 2},
+    }
+    assert document["cluster"] == {"num_nodes": 1, "gpus_per_node": 4}
+
+
+def test_infeasible_plans_are_exported_with_a_warning():
+    """A plan that overflows memory still exports, saying so in a comment line."""
+    problem = Problem.load(str(ROOT / "instances" / "tiny_grpo_2gpu.yaml"))
+    gpu1 = {"origin": [0, 0, 1], "extent": [1, 1, 1]}
+    document = {
+        "staleness": {"actor": 0},
+        "vertices": {
+            "actor.generate": {"block": gpu1, "dp": 1, "pp": 1, "tp": 1, "concurrency": 16},
+            **{
+                name: {"block": gpu1, "dp": 1, "pp": 1, "tp": 1, "microbatches": 8}
+                for name in ("actor.infer", "reference.infer", "reward.infer", "actor.train")
+            },
+        },
+    }
+    plan = plan_from_json(document, problem.directory)
+    trace = problem.simulator.simulate(plan)
+    assert not trace.feasible
+    for framework in FRAMEWORKS:
+        lines = _lines(problem, plan, framework)
+        assert (
+            f"# warning: this plan overflows GPU memory by {trace.violation_bytes / 1e9:.2f} GB "
+            "in simulation"
+        ) in lines
+
+
+def test_cli_writes_to_stdout_or_a_file_and_finds_the_instance(cli, tmp_path):
+    """The published plan's instance is found beside it; --out writes the same text."""
+    problem = Problem.load(str(NEMO) + ".yaml")
+    plan = read_plan(NEMO_PLAN, problem.directory)
+    expected = export_config(problem, plan, "verl", NEMO_PLAN.name)
+    code, out, _ = cli("export-config", NEMO_PLAN, "--framework", "verl")
+    assert code == 0
+    assert out == expected
+    target = tmp_path / "verl.txt"
+    code, out, _ = cli(
+        "export-config",
+        NEMO_PLAN,
+        "--framework",
+        "verl",
+        "--instance",
+        str(NEMO) + ".yaml",
+        "--out",
+        target,
+    )
+    assert code == 0
+    assert out == f"wrote {target}\n"
+    assert target.read_text() == expected
+
+
+def test_cli_finds_the_instance_a_solve_recorded(cli, tmp_path):
+    """plan.json of ``solve`` names its instance: export-config finds instances/<name>.yaml."""
+    run = tmp_path / "run"
+    code, _, _ = cli(
+        "solve",
+        ROOT / "instances" / "tiny_grpo_2gpu.yaml",
+        "--solver",
+        "greedy",
+        "--out",
+        run,
+        "--quiet",
+    )
+    assert code == 0
+    code, out, err = cli("export-config", run / "plan.json", "--framework", "nemo-rl")
+    assert code == 0, err
+    assert yaml.safe_load(out)["cluster"] == {"num_nodes": 1, "gpus_per_node": 2}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--framework", "slurm"],
+            "error: --framework: unknown framework 'slurm' (allowed: verl, openrlhf, nemo-rl)",
+        ),
+        ([], "error: --framework: missing (one of verl, openrlhf, nemo-rl)"),
+    ],
+)
+def test_cli_bad_framework_is_one_line_exit_2(cli, argv, message):
+    code, out, err = cli("export-config", NEMO_PLAN, *argv)
+    assert code == 2
+    assert out == ""
+    assert err.splitlines() == [message]
+
+
+def test_cli_missing_plan_is_one_line_exit_2(cli, tmp_path):
+    missing = tmp_path / "nope.json"
+    code, out, err = cli("export-config", missing, "--framework", "verl")
+    assert code == 2
+    assert out == ""
+    assert err.splitlines() == [f"error: {missing}: no such file"]
+
+
+def test_cli_unknown_instance_is_one_line_exit_2(cli, tmp_path):
+    """A plan naming no findable instance asks for --instance."""
+    plan = tmp_path / "lonely.json"
+    plan.write_text(NEMO_PLAN.read_text())
+    code, _, err = cli("export-config", plan, "--framework", "verl")
+    assert code == 2
+    assert err.splitlines() == [
+        f"error: --instance: cannot tell which instance {plan} was made for (it records no "
+        "instance name); give --instance INSTANCE"
+    ]
