@@ -1,7 +1,8 @@
 """Command line: plan RL-for-LLM training steps on GPU clusters.
 
 Subcommands: check, baseline, simulate, solve, export, export-config, compare. Bad input
-prints one line naming the problem and exits with code 2.
+prints one line naming the problem and exits with code 2. ``python main.py`` and the ``rlplan``
+console script (:mod:`rlplan.cli`) both run :func:`main`.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import sys
 import time
 from collections.abc import Callable
 
+from rlplan.version import __version__
 from rpeg.baselines import concurrent_plan, greedy_plan
 from rpeg.context import Problem
 from rpeg.cost import parameter_count
 from rpeg.errors import InputError
 from rpeg.gantt import write_gantt
 from rpeg.outputs import OutputBundle, write_json
+from rpeg.perfetto import perfetto_trace
 from rpeg.plan import plan_to_json, read_plan
 from rpeg.simulator import Trace
 from rpeg.vocabulary import framework_view
@@ -263,6 +266,10 @@ def command_solve(args: argparse.Namespace) -> int:
         if result.plan is not None and trace is not None:
             bundle.write_json("plan.json", plan_to_json(result.plan, problem.directory))
             bundle.write_json("trace.json", trace.to_json())
+            bundle.write_json(
+                "trace.perfetto.json",
+                perfetto_trace(trace, instance.hardware, instance_name=instance.name),
+            )
             bundle.write_with(
                 "gantt.png",
                 lambda path: write_gantt(
@@ -377,11 +384,12 @@ def command_compare(args: argparse.Namespace) -> int:
     return run_benchmark(settings)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
+def build_parser(prog: str = "python main.py") -> argparse.ArgumentParser:
+    """The argument parser of every subcommand, named ``prog`` in its usage lines."""
     parser = argparse.ArgumentParser(
-        prog="python main.py", description="Plan RL-for-LLM training steps on GPU clusters."
+        prog=prog, description="Plan RL-for-LLM training steps on GPU clusters."
     )
+    parser.add_argument("--version", action="version", version=f"rlplan {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser("check", help="validate an instance and print its sizes and bounds")
     check.add_argument("instance")
@@ -452,9 +460,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit code."""
-    parser = build_parser()
+def main(argv: list[str] | None = None, prog: str = "python main.py") -> int:
+    """Entry point of ``python main.py`` and ``rlplan``; returns the exit code.
+
+    Parameters
+    ----------
+    argv
+        Arguments after the program name (default: ``sys.argv[1:]``).
+    prog
+        Program name in usage and error lines.
+    """
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     try:
         return args.handler(args)

@@ -14,7 +14,9 @@ the specification leaves a choice open this module fixes it and says so:
   and backward), three with full recompute (the recomputed forward);
 * a decode step at context length l reads the stage's weight shard and the
   KV cache of the active sequences, and adds ``4*l*d`` attention FLOPs per
-  layer and token (the derivative of the causal ``2*l^2*d``);
+  layer and token (the derivative of the causal ``2*l^2*d``); here and in
+  every attention term ``d`` is the query width, which only models with
+  ``attention_heads`` (Qwen3) set apart from the hidden size;
 * the max of GEMM and memory time of a decode step is taken per pipeline
   stage (all its layers and the head together);
 * in the rollout's tail the active sequences decline as the generated-length
@@ -145,14 +147,17 @@ class Strategy:
 
 
 def layer_parameters(spec: ModelSpec) -> int:
-    """Parameters of one layer: ``d*(d + 2*kv*h) + d*d + c*d*f``.
+    """Parameters of one layer: ``d*(q + 2*kv*h) + q*d + c*d*f``.
 
-    q/k/v projections (``d x (d + 2*kv*h)``), the output projection
-    (``d x d``) and the feed-forward block (``c = 3`` gated, else 2).
+    q/k/v projections (``d x (q + 2*kv*h)``), the output projection
+    (``q x d``) and the feed-forward block (``c = 3`` gated, else 2), where
+    ``q = heads * h`` is the query width (:attr:`ModelSpec.q_width`): ``d``
+    unless the model gives ``attention_heads`` (Qwen3), so the formula is
+    ``d*(d + 2*kv*h) + d*d + c*d*f`` for most models.
     """
-    d, f, h, kv = spec.hidden_dim, spec.ffn_dim, spec.head_dim, spec.kv_heads
+    d, f, h, kv, q = spec.hidden_dim, spec.ffn_dim, spec.head_dim, spec.kv_heads, spec.q_width
     gates = 3 if spec.gated_ffn else 2
-    return d * (d + 2 * kv * h) + d * d + gates * d * f
+    return d * (q + 2 * kv * h) + q * d + gates * d * f
 
 
 def has_scalar_head(model: str) -> bool:
@@ -168,12 +173,16 @@ def head_parameters(spec: ModelSpec, model: str) -> int:
 
 
 def parameter_count(spec: ModelSpec, model: str) -> int:
-    """Total parameters ``P = L*P_l + V*d + head``."""
-    return (
-        spec.layers * layer_parameters(spec)
-        + spec.vocab_size * spec.hidden_dim
-        + head_parameters(spec, model)
-    )
+    """Total parameters ``P = L*P_l + V*d + head``.
+
+    With ``tied_embeddings`` the language models' head is the embedding
+    itself (``P = L*P_l + V*d``); it still costs its FLOPs
+    (:func:`head_parameters`). Scalar heads (critic, reward) are never tied.
+    """
+    head = head_parameters(spec, model)
+    if spec.tied_embeddings and not has_scalar_head(model):
+        head = 0
+    return spec.layers * layer_parameters(spec) + spec.vocab_size * spec.hidden_dim + head
 
 
 def allreduce_time(nbytes: float, ranks: int, alpha: float, beta: float) -> float:
@@ -336,14 +345,15 @@ class CostModel:
         """One microbatch through the slowest stage: (gemm, non-gemm, tp comm, pp comm) seconds.
 
         ``tokens_per_sequence`` is the mean length and ``square_per_sequence``
-        the mean squared length (attention FLOPs ``2*l^2*d`` per layer).
+        the mean squared length (attention FLOPs ``2*l^2*q`` per layer, ``q``
+        the query width, ``d`` for most models).
         """
         spec = self.instance.models[model]
         d, tp, pp = spec.hidden_dim, strategy.tp, strategy.pp
         stage_layers = math.ceil(spec.layers / pp)
         tokens = sequences * tokens_per_sequence
         layer_flops = (
-            2 * layer_parameters(spec) * tokens + 2 * square_per_sequence * d * sequences
+            2 * layer_parameters(spec) * tokens + 2 * square_per_sequence * spec.q_width * sequences
         ) / tp
         head_flops = 2 * head_parameters(spec, model) * tokens / tp
         gemm = self.gemm_time(stage_layers * layer_flops + head_flops, tokens, d / tp)
@@ -423,7 +433,7 @@ class CostModel:
         kv_per_token = kv_bytes_per_token(spec, stage_layers, tp)
         batch = np.ceil(active / pp - 1e-9)
         flops = (
-            stage_layers * (2 * layer_params * batch + 4 * context * d * batch)
+            stage_layers * (2 * layer_params * batch + 4 * context * spec.q_width * batch)
             + 2 * head_params * batch
         ) / tp
         eff = hw.gemm_efficiency * batch / (batch + hw.gemm_m_half)
@@ -555,7 +565,8 @@ class CostModel:
         """
         spec = self.instance.models[vertex.model]
         workload = self.workload
-        d, layers = spec.hidden_dim, spec.layers
+        # Attention FLOPs scale with the query width (d for most models).
+        d, layers = spec.q_width, spec.layers
         per_token = 2 * (layers * layer_parameters(spec) + head_parameters(spec, vertex.model))
         sequences = workload.sequences
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from rpeg.errors import InstanceError, did_you_mean
 from rpeg.pins import Pins, narrowed_staleness, parse_pins
+from rpeg.presets import expand_hardware, expand_model
 from rpeg.yamlio import read_yaml_file
 
 ALGORITHMS = ("ppo", "grpo", "dpo")
@@ -332,9 +333,16 @@ _HARDWARE_OPTIONAL = (
 
 
 def parse_hardware(data: Any) -> Hardware:
-    """Build :class:`Hardware` from the ``hardware`` section."""
+    """Build :class:`Hardware` from the ``hardware`` section.
+
+    A ``preset`` key names a GPU of :data:`rpeg.presets.GPU_PRESETS` whose
+    figures fill the fields the section does not give.
+    """
     section = mapping(data, "hardware")
-    check_keys(section, _HARDWARE_REQUIRED + _HARDWARE_COMM + _HARDWARE_OPTIONAL, "hardware")
+    check_keys(
+        section, ("preset", *_HARDWARE_REQUIRED, *_HARDWARE_COMM, *_HARDWARE_OPTIONAL), "hardware"
+    )
+    section = expand_hardware(section)
     ints = {
         key: positive_int(require(section, key, "hardware"), f"hardware.{key}")
         for key in _HARDWARE_REQUIRED[:3]
@@ -373,12 +381,20 @@ class ModelSpec:
     Attributes
     ----------
     layers, hidden_dim, ffn_dim, vocab_size, head_dim
-        The usual shape parameters; the number of attention heads is
-        ``hidden_dim / head_dim``.
+        The usual shape parameters.
     kv_heads
         Key/value heads (grouped-query attention); defaults to the head count.
     gated_ffn
         Whether the feed-forward block is gated (three matrices, SwiGLU).
+    attention_heads
+        Query heads when the query width ``attention_heads * head_dim``
+        differs from ``hidden_dim`` (Qwen3: 64 heads of 128 on a hidden size
+        of 5120); None (the default) means ``hidden_dim / head_dim``. A value
+        equal to that is stored as None, so both spellings are one model.
+    tied_embeddings
+        Whether the language-model head shares the input embedding's
+        weights (Hugging Face ``tie_word_embeddings``): such a model stores
+        ``V*d`` parameters fewer.
     """
 
     layers: int
@@ -388,14 +404,21 @@ class ModelSpec:
     head_dim: int = 128
     kv_heads: int | None = None
     gated_ffn: bool = True
+    attention_heads: int | None = None
+    tied_embeddings: bool = False
 
     def __post_init__(self) -> None:
         for name in ("layers", "hidden_dim", "ffn_dim", "vocab_size", "head_dim"):
             positive_int(getattr(self, name), name)
-        if self.hidden_dim % self.head_dim:
+        if self.attention_heads is not None:
+            positive_int(self.attention_heads, "attention_heads")
+            if self.attention_heads * self.head_dim == self.hidden_dim:
+                object.__setattr__(self, "attention_heads", None)
+        if self.attention_heads is None and self.hidden_dim % self.head_dim:
             raise InstanceError(
                 "hidden_dim",
-                f"{self.hidden_dim} is not divisible by head_dim {self.head_dim}",
+                f"{self.hidden_dim} is not divisible by head_dim {self.head_dim} "
+                "(give attention_heads when the query width differs from hidden_dim)",
             )
         if self.kv_heads is None:
             object.__setattr__(self, "kv_heads", self.heads)
@@ -407,17 +430,48 @@ class ModelSpec:
 
     @property
     def heads(self) -> int:
-        """Attention heads ``hidden_dim / head_dim``."""
+        """Attention (query) heads: ``attention_heads``, else ``hidden_dim / head_dim``."""
+        if self.attention_heads is not None:
+            return self.attention_heads
         return self.hidden_dim // self.head_dim
 
+    @property
+    def q_width(self) -> int:
+        """Width of the query and attention output ``heads * head_dim`` (``hidden_dim`` mostly)."""
+        return self.heads * self.head_dim
 
-_MODEL_KEYS = ("layers", "hidden_dim", "ffn_dim", "vocab_size", "head_dim", "kv_heads", "gated_ffn")
+
+_MODEL_KEYS = (
+    "layers",
+    "hidden_dim",
+    "ffn_dim",
+    "vocab_size",
+    "head_dim",
+    "kv_heads",
+    "gated_ffn",
+    "attention_heads",
+    "tied_embeddings",
+)
 
 
-def parse_model(data: Any, path: str) -> ModelSpec:
-    """Build a :class:`ModelSpec` from ``models.<role>``."""
+def parse_model(data: Any, path: str, base_dir: str | os.PathLike[str] | None = None) -> ModelSpec:
+    """Build a :class:`ModelSpec` from ``models.<role>``.
+
+    Parameters
+    ----------
+    data
+        The mapping as written: shape fields, or a ``preset`` name of
+        :data:`rpeg.presets.MODEL_PRESETS` or an ``hf_config`` path, which
+        the other fields override.
+    path
+        Its field path (``models.actor``).
+    base_dir
+        Folder a relative ``hf_config`` path is relative to (the instance
+        file's); None for the current folder.
+    """
     section = mapping(data, path)
-    check_keys(section, _MODEL_KEYS, path)
+    check_keys(section, ("preset", "hf_config", *_MODEL_KEYS), path)
+    section = expand_model(section, path, base_dir)
     values: dict[str, Any] = {
         key: positive_int(require(section, key, path), f"{path}.{key}")
         for key in ("layers", "hidden_dim", "ffn_dim", "vocab_size")
@@ -428,6 +482,12 @@ def parse_model(data: Any, path: str) -> ModelSpec:
         values["kv_heads"] = positive_int(section["kv_heads"], f"{path}.kv_heads")
     if section.get("gated_ffn") is not None:
         values["gated_ffn"] = boolean(section["gated_ffn"], f"{path}.gated_ffn")
+    if section.get("attention_heads") is not None:
+        values["attention_heads"] = positive_int(
+            section["attention_heads"], f"{path}.attention_heads"
+        )
+    if section.get("tied_embeddings") is not None:
+        values["tied_embeddings"] = boolean(section["tied_embeddings"], f"{path}.tied_embeddings")
     try:
         return ModelSpec(**values)
     except InstanceError as exc:
@@ -1142,8 +1202,20 @@ _SECTIONS = (
 )
 
 
-def parse_instance(data: Any, name: str = "instance") -> Instance:
+def parse_instance(
+    data: Any, name: str = "instance", base_dir: str | os.PathLike[str] | None = None
+) -> Instance:
     """Validate a parsed YAML document and build the :class:`Instance`.
+
+    Parameters
+    ----------
+    data
+        The document: a mapping of sections.
+    name
+        The instance's short name.
+    base_dir
+        Folder relative ``models.<role>.hf_config`` paths are relative to
+        (the instance file's); None for the current folder.
 
     Raises
     ------
@@ -1176,10 +1248,12 @@ def parse_instance(data: Any, name: str = "instance") -> Instance:
     check_keys(models_section, KNOWN_ROLES, "models")
     models: dict[str, ModelSpec] = {}
     for role in REQUIRED_ROLES[algorithm]:
-        models[role] = parse_model(require(models_section, role, "models"), f"models.{role}")
+        models[role] = parse_model(
+            require(models_section, role, "models"), f"models.{role}", base_dir
+        )
     for role in models_section:
         if role not in models:
-            parse_model(models_section[role], f"models.{role}")
+            parse_model(models_section[role], f"models.{role}", base_dir)
             warnings.append(f"warning: models.{role} is not used by {algorithm}; ignored")
     models["reference"] = models["actor"]
     workload = parse_workload(data["workload"])
@@ -1228,4 +1302,4 @@ def load_instance(path: str | os.PathLike[str]) -> Instance:
     """
     data = read_yaml_file(path)
     stem = os.path.splitext(os.path.basename(os.fspath(path)))[0]
-    return parse_instance(data, name=stem)
+    return parse_instance(data, name=stem, base_dir=os.path.dirname(os.path.abspath(path)))

@@ -14,7 +14,7 @@ def _instance(name: str) -> str:
 
 
 def test_solve_writes_every_output_and_exit_0(tmp_path, capsys):
-    """plan, trace, result, report and Gantt chart appear; result.json follows the spec."""
+    """plan, traces, result, report and Gantt chart appear; result.json follows the spec."""
     out = tmp_path / "run"
     code = main.main(
         [
@@ -34,6 +34,7 @@ def test_solve_writes_every_output_and_exit_0(tmp_path, capsys):
         "report.md",
         "result.json",
         "trace.json",
+        "trace.perfetto.json",
     ]
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "OPTIMAL"
