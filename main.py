@@ -1,6 +1,7 @@
 """Command line: plan RL-for-LLM training steps on GPU clusters.
 
-Subcommands: check, baseline, simulate, solve, export, export-config, compare. Bad input
+Subcommands: check, baseline, simulate, solve, export, export-config, compare, pareto,
+sweep. Bad input
 prints one line naming the problem and exits with code 2. ``python main.py`` and the ``rlplan``
 console script (:mod:`rlplan.cli`) both run :func:`main`.
 """
@@ -281,6 +282,7 @@ def command_solve(args: argparse.Namespace) -> int:
                     step_time=result.step_time,
                 ),
             )
+        bundle.write_text("report.html", _html_report(bundle, problem, result, trace))
         written = bundle.commit()
     print(f"status       {result.status.value} ({result.solver}, {result.wall_time:.2f} s)")
     if result.message:
@@ -298,6 +300,18 @@ def command_solve(args: argparse.Namespace) -> int:
     if result.status is Status.INFEASIBLE:
         return EXIT_INFEASIBLE
     return EXIT_NO_PLAN
+
+
+def _html_report(bundle: OutputBundle, problem: Problem, result, trace: Trace | None) -> str:
+    """``report.html`` of a solve, with the Gantt chart staged in ``bundle`` if any."""
+    from solvers.report_html import render_html_report
+
+    gantt = bundle.path("gantt.png")
+    png = None
+    if os.path.exists(gantt):
+        with open(gantt, "rb") as handle:
+            png = handle.read()
+    return render_html_report(problem, result, trace, png)
 
 
 def command_export(args: argparse.Namespace) -> int:
@@ -384,6 +398,71 @@ def command_compare(args: argparse.Namespace) -> int:
     return run_benchmark(settings)
 
 
+def _run_settings(args: argparse.Namespace):
+    """Time limit, executor and workers of ``pareto`` and ``sweep``."""
+    from compare.variants import RunSettings
+    from rpeg.instance import load_instance
+
+    time_limit = args.time_limit
+    if time_limit is None:
+        time_limit = load_instance(args.instance).solver.time_limit
+    return RunSettings(
+        time_limit=time_limit,
+        executor=args.executor,
+        workers=args.workers if args.workers is not None else max(1, (os.cpu_count() or 1) // 2),
+        seed=args.seed,
+        ray_address=args.ray_address,
+        quiet=args.quiet,
+    )
+
+
+def command_pareto(args: argparse.Namespace) -> int:
+    """Solve the instance per cluster size and GPU type; write the Pareto frontier."""
+    from compare.pareto import ParetoSettings, run_pareto
+    from compare.shapes import parse_counts
+
+    counts = parse_counts(args.gpus)
+    if args.gpu_types is not None and not os.path.isfile(args.gpu_types):
+        raise InputError("--gpu-types", f"{args.gpu_types}: no such file")
+    out = args.out or _default_out("pareto-" + os.path.splitext(os.path.basename(args.instance))[0])
+    return run_pareto(
+        ParetoSettings(args.instance, counts, args.gpu_types, out, _run_settings(args))
+    )
+
+
+def command_sweep(args: argparse.Namespace) -> int:
+    """Re-solve while one field varies; with --tornado rank the hardware fields."""
+    from compare.sweep import SweepSettings, parse_parameter, run_sweep
+
+    parameter = parse_parameter(args.param) if args.param is not None else None
+    if parameter is None and not args.tornado:
+        raise InputError("--param", "give --param PATH=v1,v2,... or --tornado")
+    fields = None
+    if args.fields is not None:
+        if not args.tornado:
+            raise InputError("--fields", "only with --tornado")
+        fields = tuple(f.strip() for f in args.fields.split(",") if f.strip())
+        if not fields:
+            raise InputError("--fields", "name at least one hardware field")
+    out = args.out or _default_out("sweep-" + os.path.splitext(os.path.basename(args.instance))[0])
+    return run_sweep(
+        SweepSettings(args.instance, parameter, args.tornado, out, _run_settings(args), fields)
+    )
+
+
+def _explore_options(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("instance")
+    parser.add_argument(
+        "--time-limit", type=float, help=f"seconds per {what} (default: solver.time_limit)"
+    )
+    parser.add_argument("--executor", choices=("local", "ray"), default="local")
+    parser.add_argument("--workers", type=int, help="local worker processes (default cores/2)")
+    parser.add_argument("--ray-address", help="address of an existing Ray cluster")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of every solve")
+    parser.add_argument("--out", help="output folder (default runs/<command>-<instance>-<time>)")
+    parser.add_argument("--quiet", action="store_true", help="no progress line")
+
+
 def build_parser(prog: str = "python main.py") -> argparse.ArgumentParser:
     """The argument parser of every subcommand, named ``prog`` in its usage lines."""
     parser = argparse.ArgumentParser(
@@ -457,6 +536,38 @@ def build_parser(prog: str = "python main.py") -> argparse.ArgumentParser:
     compare.add_argument("--out", required=True, help="results folder (rerun to resume)")
     compare.add_argument("--quiet", action="store_true", help="no progress bar")
     compare.set_defaults(handler=command_compare)
+    pareto = commands.add_parser(
+        "pareto", help="frontier of cluster size, GPU type and cost per step against step time"
+    )
+    _explore_options(pareto, "point")
+    pareto.add_argument("--gpus", required=True, help="comma-separated GPU counts, e.g. 8,16,32,64")
+    pareto.add_argument(
+        "--gpu-types",
+        metavar="FILE",
+        help="YAML list of GPU types: name, preset or hardware, price_per_gpu_hour "
+        "(default: the instance's hardware, no price)",
+    )
+    pareto.set_defaults(handler=command_pareto)
+    sweep = commands.add_parser(
+        "sweep", help="re-solve while one field varies; --tornado ranks hardware fields"
+    )
+    _explore_options(sweep, "solve")
+    sweep.add_argument(
+        "--param",
+        metavar="PATH=V1,V2,...",
+        help="field and values, e.g. hardware.memory_per_gpu=40e9,80e9",
+    )
+    sweep.add_argument(
+        "--tornado",
+        action="store_true",
+        help="rank the numeric hardware fields by the step-time change at x0.5 and x1.5",
+    )
+    sweep.add_argument(
+        "--fields",
+        metavar="F1,F2,...",
+        help="with --tornado: only these hardware fields (default: every numeric one)",
+    )
+    sweep.set_defaults(handler=command_sweep)
     return parser
 
 

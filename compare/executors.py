@@ -4,19 +4,31 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-from compare.cells import Cell, run_cell
+from compare.cells import run_cell
 from rpeg.errors import InputError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+#: A unit of work: ``task(cell, time_limit, threads, seed) -> record``; a
+#: module-level function so that it pickles to a worker process or Ray task.
+Task = Callable[[Hashable, float, int, int], dict]
+
 
 def run_local(
-    cells: list[Cell], time_limit: float, threads: int, seeds: dict, workers: int
+    cells: Sequence[Hashable],
+    time_limit: float,
+    threads: int,
+    seeds: dict,
+    workers: int,
+    task: Task = run_cell,
 ) -> Iterator[dict]:
-    """Run cells in a pool of ``workers`` processes; yields records as cells finish."""
+    """Run cells in a pool of ``workers`` processes; yields records as cells finish.
+
+    ``task`` solves one cell (default :func:`compare.cells.run_cell`).
+    """
     context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
     pending = set()
@@ -24,13 +36,13 @@ def run_local(
         queue = list(cells)
         while queue and len(pending) < workers:
             cell = queue.pop(0)
-            pending.add(pool.submit(run_cell, cell, time_limit, threads, seeds[cell]))
+            pending.add(pool.submit(task, cell, time_limit, threads, seeds[cell]))
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
                 if queue:
                     cell = queue.pop(0)
-                    pending.add(pool.submit(run_cell, cell, time_limit, threads, seeds[cell]))
+                    pending.add(pool.submit(task, cell, time_limit, threads, seeds[cell]))
                 yield future.result()
     finally:
         for future in pending:
@@ -39,9 +51,16 @@ def run_local(
 
 
 def run_ray(
-    cells: list[Cell], time_limit: float, threads: int, seeds: dict, address: str | None
+    cells: Sequence[Hashable],
+    time_limit: float,
+    threads: int,
+    seeds: dict,
+    address: str | None,
+    task: Task = run_cell,
 ) -> Iterator[dict]:
     """Submit every cell as a Ray task (``num_cpus = threads``); yields records as they finish.
+
+    ``task`` solves one cell (default :func:`compare.cells.run_cell`).
 
     Without ``address`` a local Ray instance is started; with one, the
     driver joins that cluster and ships this project's code to it.
@@ -65,9 +84,9 @@ def run_ray(
             log_to_driver=False,
             configure_logging=False,
         )
-    task = ray.remote(run_cell)
+    remote = ray.remote(task)
     references = {
-        task.options(num_cpus=threads).remote(cell, time_limit, threads, seeds[cell]): cell
+        remote.options(num_cpus=threads).remote(cell, time_limit, threads, seeds[cell]): cell
         for cell in cells
     }
     try:

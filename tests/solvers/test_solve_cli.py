@@ -31,6 +31,7 @@ def test_solve_writes_every_output_and_exit_0(tmp_path, capsys):
     assert sorted(os.listdir(out)) == [
         "gantt.png",
         "plan.json",
+        "report.html",
         "report.md",
         "result.json",
         "trace.json",
