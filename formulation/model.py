@@ -151,23 +151,35 @@ class Formulation:
         key = (vertex, unit)
         found = self._covering.get(key)
         if found is None:
-            low, high = unit
+            # Through the (far fewer) blocks: the assignments on each covering block.
             found = tuple(
-                index
-                for index, a in enumerate(self.assignments[vertex])
-                if a.block.start <= low and high <= a.block.end
+                sorted(
+                    index
+                    for block in self.covering_blocks(vertex, unit)
+                    for index in self.assignments_on(vertex, block)
+                )
             )
             self._covering[key] = found
         return found
 
     def covering_blocks(self, vertex: int, unit: tuple[int, int]) -> tuple[int, ...]:
-        """Blocks of ``vertex`` that cover the GPU unit ``unit``."""
-        low, high = unit
-        return tuple(
-            b
-            for b in self.blocks_of(vertex)
-            if self.blocks[b].start <= low and high <= self.blocks[b].end
-        )
+        """Blocks of ``vertex`` that cover the GPU unit ``unit`` (cached).
+
+        Every block of ``vertex`` holds at least one of its assignments, so
+        one unit's covering blocks are a subset of another's exactly when its
+        covering assignments are: the unit signatures below compare blocks.
+        """
+        key = ("blocks covering", vertex, unit)
+        found = self._covering.get(key)
+        if found is None:
+            low, high = unit
+            found = tuple(
+                b
+                for b in self.blocks_of(vertex)
+                if self.blocks[b].start <= low and high <= self.blocks[b].end
+            )
+            self._covering[key] = found
+        return found
 
     def maximal_units(self, vertices: tuple[int, ...] | None = None) -> tuple[tuple[int, int], ...]:
         """GPU units whose constraints are not implied by another unit's.
@@ -184,7 +196,7 @@ class Formulation:
         if found is None:
             signatures: dict[tuple, tuple[int, int]] = {}
             for unit in self.gpu_units:
-                signature = tuple(frozenset(self.covering(v, unit)) for v in vertices)
+                signature = tuple(frozenset(self.covering_blocks(v, unit)) for v in vertices)
                 if any(signature) and signature not in signatures:
                     signatures[signature] = unit
             items = list(signatures.items())
@@ -208,7 +220,7 @@ class Formulation:
             signatures: dict[tuple, tuple[int, int]] = {}
             for unit in self.gpu_units:
                 signature = tuple(
-                    frozenset(self.covering(v, unit)) for v in range(self.num_vertices)
+                    frozenset(self.covering_blocks(v, unit)) for v in range(self.num_vertices)
                 )
                 if any(signature) and signature not in signatures:
                     signatures[signature] = unit
@@ -235,11 +247,18 @@ class Formulation:
         for unit in self.distinct_units():
             terms = []
             for vertex in range(self.num_vertices):
+                items = self.assignments[vertex]
+                if vertex not in roots:  # only the covering assignments have a term
+                    terms.extend(
+                        (vertex, index, self.k_eval * items[index].duration)
+                        for index in self.covering(vertex, unit)
+                    )
+                    continue
                 covering = set(self.covering(vertex, unit))
-                for index, assignment in enumerate(self.assignments[vertex]):
+                for index, assignment in enumerate(items):
                     if index in covering:
                         terms.append((vertex, index, self.k_eval * assignment.duration))
-                    elif vertex in roots and assignment.duration > 0:
+                    elif assignment.duration > 0:
                         terms.append((vertex, index, assignment.duration))
             rows.append((unit, terms))
         return rows
