@@ -221,7 +221,7 @@ def command_solve(args: argparse.Namespace) -> int:
 
     from solvers import get_solver
     from solvers.options import SolveOptions
-    from solvers.progress import make_progress
+    from solvers.progress import finish_history, make_progress
     from solvers.report import render_report
     from solvers.result import Status
 
@@ -244,18 +244,26 @@ def command_solve(args: argparse.Namespace) -> int:
     threads = defaults.threads if args.threads is None else args.threads
     if threads < 1:
         raise InputError("--threads", f"must be a positive integer, got {threads}")
+    gap = defaults.gap if args.gap is None else args.gap
+    if not 0 <= gap < 1:
+        raise InputError("--gap", f"must be a relative gap in [0, 1), e.g. 0.01, got {gap}")
+    label = f"{name} on {instance.name}"
     options = SolveOptions(
         time_limit=time_limit,
         threads=threads,
         seed=defaults.seed if args.seed is None else args.seed,
-        gap=defaults.gap,
-        progress=make_progress(f"{name} on {instance.name}", instance.k_eval, args.quiet),
+        gap=gap,
+        # The exact solver's own log replaces the progress line with --verbose.
+        progress=make_progress(label, instance.k_eval, args.quiet or args.verbose),
+        verbose=args.verbose,
     )
     try:
         result = solver(problem, options)
     finally:
         options.progress.close()
-    result.stats.setdefault("incumbent_history", options.progress.history)
+    result.stats["incumbent_history"] = finish_history(
+        options.progress.history, result.makespan, result.wall_time
+    )
     trace = problem.simulator.simulate(result.plan) if result.plan is not None else None
     out = args.out or _default_out(instance.name)
     with OutputBundle(out) as bundle:
@@ -284,7 +292,7 @@ def command_solve(args: argparse.Namespace) -> int:
             )
         bundle.write_text("report.html", _html_report(bundle, problem, result, trace))
         written = bundle.commit()
-    print(f"status       {result.status.value} ({result.solver}, {result.wall_time:.2f} s)")
+    print(f"status       {result.describe_status()} ({result.solver}, {result.wall_time:.2f} s)")
     if result.message:
         print(f"note         {result.message}")
     if result.step_time is not None:
@@ -292,10 +300,13 @@ def command_solve(args: argparse.Namespace) -> int:
             f"step time    {result.step_time:.4f} s (simulated; makespan {result.makespan:.4f} s)"
         )
     if result.bound is not None:
-        gap = "" if result.gap is None else f", gap {result.gap:.4%}"
-        print(f"bound        {result.bound / instance.k_eval:.4f} s per step{gap}")
+        shown = "" if result.gap is None else f", gap {result.gap:.4%}"
+        print(
+            f"bound        {result.bound_step:.4f} s per step "
+            f"(makespan {result.bound:.4f} s){shown}"
+        )
     print("wrote " + ", ".join(written))
-    if result.status in (Status.OPTIMAL, Status.FEASIBLE):
+    if result.status.has_plan:
         return EXIT_OK
     if result.status is Status.INFEASIBLE:
         return EXIT_INFEASIBLE
@@ -330,17 +341,19 @@ def command_export(args: argparse.Namespace) -> int:
         threads=defaults.threads,
         seed=defaults.seed if args.seed is None else args.seed,
     )
-    start = warm_start_plan(problem, options)
+    # The whole limit for the start search: the same model as `solve --solver milp`
+    # builds whenever its evaluation budget, not the clock, ends the search.
+    start = warm_start_plan(problem, options, time_limit=options.time_limit)
     if start is None:
         print("no plan: no heuristic plan fits in memory to size the model")
         return EXIT_NO_PLAN
-    formulation, built = milp.build_model(problem, start)
-    built.write(args.out, args.format)
-    sizes = built.sizes()
+    built = milp.build_model(problem, start)
+    built.milp.write(args.out, args.format, built.start_values)
+    sizes = built.milp.sizes()
     print(
         f"wrote {args.out}: {sizes['binaries']} binaries, {sizes['continuous']} continuous, "
         f"{sizes['constraints']} constraints; objective = makespan in seconds "
-        f"(durations floored to {formulation.unit:.3e} s)"
+        f"(durations floored to {built.formulation.unit:.3e} s)"
     )
     return EXIT_OK
 
@@ -497,7 +510,19 @@ def build_parser(prog: str = "python main.py") -> argparse.ArgumentParser:
     solve.add_argument("--seed", type=int, help="random seed")
     solve.add_argument("--evaluations", type=int, help="override optimizer.e_max")
     solve.add_argument("--out", help="output folder (default runs/<instance>-<time>)")
+    solve.add_argument(
+        "--gap",
+        type=float,
+        help="relative gap at which exact backends may stop, e.g. 0.01 (default: solver.gap); "
+        "a plan proven within it is reported OPTIMAL_WITHIN_GAP",
+    )
     solve.add_argument("--quiet", action="store_true", help="no live progress")
+    solve.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show the exact solver's own log (HiGHS, CP-SAT) on stderr instead of the "
+        "progress line",
+    )
     solve.set_defaults(handler=command_solve)
     export = commands.add_parser("export", help="write the MILP model as an MPS or LP file")
     export.add_argument("instance")

@@ -34,10 +34,11 @@ def instance_name(path: str) -> str:
 def run_cell(cell: Cell, time_limit: float, threads: int, seed: int) -> dict:
     """Solve one cell and return its record (runs in a worker process or Ray task).
 
-    The record holds: status, simulated step time and makespan, the proven
-    bound (on the makespan), wall time, the time to the first plan and to
-    within 1% of the final value (from the incumbent history), and the
-    history itself.
+    The record holds: status, simulated step time and makespan
+    (``step_time_s``, ``makespan_s``), the proven bound on the makespan
+    (``bound_makespan_s``), the gap, the wall time, the time to the first plan
+    and to within 1% of the final value (from the incumbent history, which
+    ends at the reported makespan), and the history itself.
     """
     from rpeg.context import Problem
     from rpeg.errors import InputError
@@ -45,7 +46,7 @@ def run_cell(cell: Cell, time_limit: float, threads: int, seed: int) -> dict:
     from rpeg.yamlio import loads
     from solvers import get_solver
     from solvers.options import SolveOptions
-    from solvers.progress import SilentProgress
+    from solvers.progress import SilentProgress, finish_history
 
     started = time.perf_counter()
     record = {
@@ -69,9 +70,7 @@ def run_cell(cell: Cell, time_limit: float, threads: int, seed: int) -> dict:
         )
         return record
     wall = time.perf_counter() - started
-    history = sorted(progress.history)
-    if result.makespan is not None and (not history or history[-1][1] > result.makespan):
-        history.append((wall, result.makespan))
+    history = finish_history(progress.history, result.makespan, wall)
     first = history[0][0] if history else None
     within = None
     if result.makespan is not None:
@@ -80,9 +79,9 @@ def run_cell(cell: Cell, time_limit: float, threads: int, seed: int) -> dict:
     record.update(
         status=result.status.value,
         k_eval=k,
-        step_time=result.step_time,
-        makespan=result.makespan,
-        bound=result.bound,
+        step_time_s=result.step_time,
+        makespan_s=result.makespan,
+        bound_makespan_s=result.bound,
         gap=result.gap,
         wall_time_s=wall,
         time_to_first_plan_s=first,

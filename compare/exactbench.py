@@ -23,15 +23,20 @@ from solvers.options import SolveOptions
 
 def lp_relaxation_bound(problem: Problem, start) -> float:
     """Optimum (s) of the MILP's LP relaxation built from ``start``."""
-    import pyomo.environ as pyo
-    from pyomo.contrib.solver.solvers.highs import Highs
+    import highspy
+    import numpy as np
 
-    _, built = milp.build_model(problem, start)
-    pyo.TransformationFactory("core.relax_integer_vars").apply_to(built.model)
-    results = Highs().solve(
-        built.model, load_solutions=False, raise_exception_on_nonoptimal_result=False
+    built = milp.build_model(problem, start)
+    highs = milp.new_highs()
+    built.milp.model.to_highs(highs)
+    columns = built.milp.model.num_columns
+    highs.changeColsIntegrality(
+        columns,
+        np.arange(columns, dtype=np.int32),
+        np.array([highspy.HighsVarType.kContinuous] * columns),
     )
-    return float(results.incumbent_objective)
+    highs.run()
+    return float(highs.getInfo().objective_function_value)
 
 
 def main(argv: list[str] | None = None) -> int:

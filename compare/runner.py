@@ -117,7 +117,7 @@ def run_benchmark(settings: BenchmarkSettings) -> int:
     try:
         for record in stream:
             store.append(record)
-            step = record.get("step_time")
+            step = record.get("step_time_s")
             shown = "—" if step is None else f"{step:.4f} s/step"
             print(
                 f"  {record['instance']:<26} {record['solver']:<12} #{record['repeat']} "

@@ -20,9 +20,9 @@ COLUMNS = (
     "repeat",
     "seed",
     "status",
-    "step_time",
-    "makespan",
-    "bound",
+    "step_time_s",
+    "makespan_s",
+    "bound_makespan_s",
     "gap",
     "gap_to_best_bound",
     "wall_time_s",
@@ -107,9 +107,9 @@ class ResultStore:
 
 _INTS = {"repeat", "seed"}
 _FLOATS = {
-    "step_time",
-    "makespan",
-    "bound",
+    "step_time_s",
+    "makespan_s",
+    "bound_makespan_s",
     "gap",
     "gap_to_best_bound",
     "wall_time_s",

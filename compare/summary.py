@@ -7,20 +7,25 @@ import statistics
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from solvers.result import OPTIMALITY_TOLERANCE
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-#: Two step times within this relative difference count as a tie (a shared win).
-TIE = 1e-9
+#: Two step times within this relative difference count as a tie (a shared win):
+#: the rounding tolerance under which a plan is reported OPTIMAL, so every
+#: solver whose plan is that close to the best shares the win.
+TIE = OPTIMALITY_TOLERANCE
 
 
 def best_bounds(records: list[dict]) -> dict[str, float]:
     """Best (largest) proven makespan bound per instance over every solver and repeat."""
     bounds: dict[str, float] = {}
     for record in records:
-        if record.get("bound") is not None:
-            bounds[record["instance"]] = max(bounds.get(record["instance"], 0.0), record["bound"])
+        bound = record.get("bound_makespan_s")
+        if bound is not None:
+            bounds[record["instance"]] = max(bounds.get(record["instance"], 0.0), bound)
     return bounds
 
 
@@ -28,7 +33,7 @@ def fill_gaps(records: list[dict]) -> list[dict]:
     """Set ``gap_to_best_bound`` = (makespan - best bound) / makespan where there is a plan."""
     bounds = best_bounds(records)
     for record in records:
-        makespan, bound = record.get("makespan"), bounds.get(record["instance"])
+        makespan, bound = record.get("makespan_s"), bounds.get(record["instance"])
         record["gap_to_best_bound"] = (
             max(0.0, (makespan - bound) / makespan) if makespan and bound is not None else None
         )
@@ -46,7 +51,7 @@ def cell_table(records: list[dict]) -> dict[tuple[str, str], dict]:
         grouped[(record["instance"], record["solver"])].append(record)
     table = {}
     for key, rows in grouped.items():
-        steps = [r["step_time"] for r in rows if r.get("step_time") is not None]
+        steps = [r["step_time_s"] for r in rows if r.get("step_time_s") is not None]
         gaps = [r["gap_to_best_bound"] for r in rows if r.get("gap_to_best_bound") is not None]
         table[key] = {
             "step_time": _median(steps),
@@ -86,9 +91,9 @@ def render_summary(records: list[dict], solvers: list[str], time_limit: float) -
         best_step = min(steps) if steps else None
         k = next(
             (
-                r["makespan"] / r["step_time"]
+                r["makespan_s"] / r["step_time_s"]
                 for r in records
-                if r["instance"] == instance and r.get("step_time")
+                if r["instance"] == instance and r.get("step_time_s")
             ),
             None,
         )
@@ -111,7 +116,8 @@ def render_summary(records: list[dict], solvers: list[str], time_limit: float) -
         "## Per solver",
         "",
         "Geometric-mean gap: `exp(mean(log(1 + gap))) - 1` over the instances where the solver "
-        "found a plan. Wins: instances where its step time is the best (ties shared).",
+        f"found a plan. Wins: instances where its step time is the best, or within the "
+        f"rounding tolerance ({TIE:.2%}) of it (ties shared).",
         "",
         "| solver | geometric-mean gap | instances with a plan | wins | proved optimal "
         "| median wall time (s) |",

@@ -11,4 +11,4 @@ from solvers.result import Result
 
 def solve(problem: Problem, options: SolveOptions) -> Result:
     """Build and simulate the concurrency-aware baseline."""
-    return baseline_result(problem, "concurrent", concurrent_plan)
+    return baseline_result(problem, "concurrent", concurrent_plan, options.gap)

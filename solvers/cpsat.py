@@ -23,7 +23,9 @@ breaking is added: blocks of equal shape are not interchangeable in general
 
 from __future__ import annotations
 
+import sys
 import time
+from collections.abc import Callable
 
 from ortools.sat.python import cp_model
 
@@ -31,15 +33,24 @@ from formulation import Formulation, build_formulation
 from rpeg.context import Problem
 from rpeg.instance import LEVELS
 from rpeg.plan import Plan
-from solvers.common import plan_result, unplaceable_result
+from solvers.common import BuildTimeout, Deadline, plan_result, unplaceable_result
 from solvers.options import SolveOptions
 from solvers.result import Result, Status
+
+#: Inner-loop iterations between two deadline checks while building.
+TICKS_PER_CHECK = 32
 
 
 class CpSatVariables:
     """The decision variables of the CP-SAT model; warm starts go through :meth:`hint`."""
 
-    def __init__(self, model: cp_model.CpModel, formulation: Formulation) -> None:
+    def __init__(
+        self,
+        model: cp_model.CpModel,
+        formulation: Formulation,
+        tick: Callable[[], None] = lambda: None,
+    ) -> None:
+        """Create the variables; ``tick`` is called in the loops (a deadline check)."""
         self.model = model
         self.formulation = formulation
         f = formulation
@@ -55,8 +66,9 @@ class CpSatVariables:
                 per_block.setdefault(f.block_index[assignment.block], []).append(literal)
             literals = {}
             for block, members in per_block.items():
+                tick()
                 literal = model.NewBoolVar(f"y[{vertex},{block}]")
-                model.Add(literal == sum(members))
+                model.Add(literal == cp_model.LinearExpr.sum(members))
                 literals[block] = literal
             self.on_block.append(literals)
         self.staleness = {
@@ -68,22 +80,29 @@ class CpSatVariables:
         self.gpu_size = []
         self.gpu_interval = []
         for vertex, items in enumerate(f.assignments):
+            tick()
             low = min(a.duration for a in items)
             high = max(a.duration for a in items)
             duration = model.NewIntVar(low, high, f"d[{vertex}]")
             model.Add(
                 duration
-                == sum(a.duration * x for a, x in zip(items, self.assign[vertex], strict=True))
+                == cp_model.LinearExpr.weighted_sum(
+                    self.assign[vertex], [a.duration for a in items]
+                )
             )
             start = model.NewIntVar(0, f.problem.directory.cluster.num_gpus, f"g0[{vertex}]")
             size = model.NewIntVar(1, f.problem.directory.cluster.num_gpus, f"gw[{vertex}]")
             model.Add(
                 start
-                == sum(a.block.start * x for a, x in zip(items, self.assign[vertex], strict=True))
+                == cp_model.LinearExpr.weighted_sum(
+                    self.assign[vertex], [a.block.start for a in items]
+                )
             )
             model.Add(
                 size
-                == sum(a.block.size * x for a, x in zip(items, self.assign[vertex], strict=True))
+                == cp_model.LinearExpr.weighted_sum(
+                    self.assign[vertex], [a.block.size for a in items]
+                )
             )
             end = model.NewIntVar(1, f.problem.directory.cluster.num_gpus, f"g1[{vertex}]")
             self.duration.append(duration)
@@ -139,22 +158,49 @@ class CpSatVariables:
 
 
 class CpSatModel:
-    """Builds the CP-SAT model from a formulation, one method per constraint family."""
+    """Builds the CP-SAT model from a formulation, one method per constraint family.
 
-    def __init__(self, formulation: Formulation) -> None:
+    Parameters
+    ----------
+    formulation
+        The backend-neutral formulation.
+    deadline
+        When given, checked before each family and inside the long ones:
+        building stops with :class:`solvers.common.BuildTimeout` once it passes.
+    """
+
+    def __init__(self, formulation: Formulation, deadline: Deadline | None = None) -> None:
         self.formulation = formulation
+        self.deadline = deadline
+        self._ticks = 0
         self.model = cp_model.CpModel()
-        self.vars = CpSatVariables(self.model, formulation)
+        self._check("variables")
+        self.vars = CpSatVariables(self.model, formulation, self._tick)
         self._level_literals: dict[tuple[int, int, str], cp_model.IntVar | None] = {}
         self._layout_literals: dict[tuple[int, int, tuple[int, int]], cp_model.IntVar | None] = {}
-        self._select_one_candidate()
-        self._gpu_exclusivity()
-        self._precedence()
-        self._staleness()
-        self._memory_capacity()
-        self._objective()
-        self._gpu_load()
-        self._gpu_area()
+        for family in (
+            self._select_one_candidate,
+            self._gpu_exclusivity,
+            self._precedence,
+            self._staleness,
+            self._memory_capacity,
+            self._objective,
+            self._gpu_load,
+            self._gpu_area,
+        ):
+            self._check(family.__name__.lstrip("_"))
+            family()
+
+    def _check(self, phase: str = "") -> None:
+        """Stop building once the deadline has passed (no deadline: never)."""
+        if self.deadline is not None:
+            self.deadline.check(phase)
+
+    def _tick(self) -> None:
+        """:meth:`_check` every :data:`TICKS_PER_CHECK` calls (cheap inside inner loops)."""
+        self._ticks += 1
+        if self._ticks % TICKS_PER_CHECK == 0:
+            self._check()
 
     # -- helper literals -----------------------------------------------------------------
 
@@ -163,7 +209,7 @@ class CpSatModel:
         if not members:
             return None
         literal = self.model.NewBoolVar(name)
-        self.model.Add(literal == sum(members))
+        self.model.Add(literal == cp_model.LinearExpr.sum(members))
         return literal
 
     def _elsewhere_at_level(self, vertex: int, target: int, level: str):
@@ -212,9 +258,11 @@ class CpSatModel:
         data_lags = {level: f.data_lag_at(level) for level in LEVELS}
         for step in range(f.k_eval):
             for src, dst in f.data_edges:
+                self._check()
                 before, after = f.run(src, step), f.run(dst, step)
                 model.Add(v.start[after] >= v.end[before])
                 for target, literal in v.on_block[dst].items():
+                    self._tick()
                     for level, lag in data_lags.items():
                         if lag <= 0:
                             continue
@@ -237,9 +285,11 @@ class CpSatModel:
                     source_step = f.pub_source_step(step, sigma)
                     if source_step < 0:
                         continue
+                    self._check()
                     before, after = f.run(src, source_step), f.run(dst, step)
                     model.Add(v.start[after] >= v.end[before]).OnlyEnforceIf(chosen)
                     for x, target in zip(v.assign[dst], f.assignments[dst], strict=True):
+                        self._tick()
                         block = f.block_index[target.block]
                         for level in LEVELS:
                             elsewhere = self._elsewhere_at_level(src, block, level)
@@ -261,6 +311,7 @@ class CpSatModel:
         template = f.problem.directory.template
         capacity = f.memory_capacity
         for low, high in f.maximal_units():
+            self._check()
             covering = [
                 [
                     (f.assignments[vertex][a], v.assign[vertex][a])
@@ -273,13 +324,21 @@ class CpSatModel:
             residents = {}
             transient = model.NewIntVar(0, capacity, f"T[{low}]")
             for vertex, terms in enumerate(covering):
+                self._tick()
                 if not terms:
                     continue
                 name = template.vertices[vertex].model
                 if name not in residents:
                     residents[name] = model.NewIntVar(0, capacity, f"R[{name},{low}]")
-                model.Add(residents[name] >= sum(a.resident * x for a, x in terms))
-                model.Add(transient >= sum(a.transient * x for a, x in terms))
+                literals = [x for _, x in terms]
+                model.Add(
+                    residents[name]
+                    >= cp_model.LinearExpr.weighted_sum(literals, [a.resident for a, _ in terms])
+                )
+                model.Add(
+                    transient
+                    >= cp_model.LinearExpr.weighted_sum(literals, [a.transient for a, _ in terms])
+                )
             model.Add(sum(residents.values()) + transient <= capacity)
 
     def _objective(self) -> None:
@@ -298,9 +357,13 @@ class CpSatModel:
         """
         f, v, model = self.formulation, self.vars, self.model
         for _, terms in f.load_rows():
+            self._check()
             model.Add(
                 v.makespan
-                >= sum(coefficient * v.assign[vertex][i] for vertex, i, coefficient in terms)
+                >= cp_model.LinearExpr.weighted_sum(
+                    [v.assign[vertex][i] for vertex, i, _ in terms],
+                    [coefficient for _, _, coefficient in terms],
+                )
             )
 
     def _gpu_area(self) -> None:
@@ -314,10 +377,9 @@ class CpSatModel:
         gpus = f.problem.directory.cluster.num_gpus
         model.Add(
             gpus * v.makespan
-            >= sum(
-                f.k_eval * a.block.size * a.duration * x
-                for vertex in range(f.num_vertices)
-                for a, x in zip(f.assignments[vertex], v.assign[vertex], strict=True)
+            >= cp_model.LinearExpr.weighted_sum(
+                [x for literals in v.assign for x in literals],
+                [f.k_eval * a.block.size * a.duration for items in f.assignments for a in items],
             )
         )
 
@@ -350,17 +412,55 @@ class _Progress(cp_model.CpSolverSolutionCallback):
         )
 
 
+#: Seconds kept after CP-SAT stops, to read its plan back and simulate it.
+RESERVE_S = 0.2
+
+
 def solve_with_hint(
     problem: Problem, options: SolveOptions, start: Plan, time_limit: float
 ) -> Result:
-    """Build and solve the CP-SAT model warm-started from ``start``, then check it by simulation."""
+    """Build and solve the CP-SAT model warm-started from ``start``, then check it by simulation.
+
+    The build and the search share ``time_limit``. The result is never worse
+    than ``start``: when the limit passes while building, or CP-SAT returns
+    no plan (or a worse one), ``start`` is reported with the best bound known
+    (``stats["returned_start"]`` is then true).
+    """
     started = time.perf_counter()
+    deadline = Deadline(time_limit)
     upper = problem.simulator.evaluate(start).makespan
-    formulation = build_formulation(problem, upper)
-    built = CpSatModel(formulation)
-    built.vars.hint(*formulation.warm_start(start))
+    options.progress.update(best=upper, bound=problem.bounds.best)
+    stats: dict = {"heuristic_start_makespan": upper}
+
+    def start_result(bound: float | None, message: str) -> Result:
+        stats["returned_start"] = True
+        return plan_result(
+            problem,
+            "cpsat",
+            start,
+            started,
+            bound=bound,
+            requested_gap=options.gap,
+            stats=stats,
+            message=message,
+        )
+
+    try:
+        formulation = build_formulation(problem, upper)
+        built = CpSatModel(formulation, deadline)
+        deadline.check("hint")
+        built.vars.hint(*formulation.warm_start(start))
+        deadline.check("solver start")
+    except BuildTimeout as exc:
+        stats["build_s"] = time.perf_counter() - started
+        return start_result(
+            None,
+            f"time limit reached while building the CP-SAT model (at {exc.args[0] or 'start'}); "
+            "the warm-start plan is reported",
+        )
+    stats["build_s"] = time.perf_counter() - started
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.1, time_limit - (time.perf_counter() - started))
+    solver.parameters.max_time_in_seconds = max(0.05, deadline.remaining() - RESERVE_S)
     solver.parameters.num_workers = options.threads
     solver.parameters.random_seed = options.seed
     solver.parameters.relative_gap_limit = options.gap
@@ -369,18 +469,23 @@ def solve_with_hint(
     solver.parameters.use_timetabling_in_no_overlap_2d = True
     solver.parameters.use_energetic_reasoning_in_no_overlap_2d = True
     solver.parameters.use_area_energetic_reasoning_in_no_overlap_2d = True
+    if options.verbose:
+        solver.parameters.log_search_progress = True
+        solver.parameters.log_to_stdout = False
+        solver.log_callback = lambda line: print(line, file=sys.stderr)
     callback = _Progress(built.vars, formulation.unit, options)
     status = solver.Solve(built.model, callback)
-    stats = {
-        **built.sizes(),
-        **formulation.stats,
-        "cp_status": solver.StatusName(status),
-        "cp_wall_time_s": solver.WallTime(),
-        "branches": solver.NumBranches(),
-        "conflicts": solver.NumConflicts(),
-        "first_solution_s": callback.first_solution_time,
-        "heuristic_start_makespan": upper,
-    }
+    stats.update(
+        {
+            **built.sizes(),
+            **formulation.stats,
+            "cp_status": solver.StatusName(status),
+            "cp_wall_time_s": solver.WallTime(),
+            "branches": solver.NumBranches(),
+            "conflicts": solver.NumConflicts(),
+            "first_solution_s": callback.first_solution_time,
+        }
+    )
     if status == cp_model.INFEASIBLE:
         # The hinted heuristic plan is feasible, so this can only be a modelling error.
         return Result(
@@ -390,24 +495,17 @@ def solve_with_hint(
             wall_time=time.perf_counter() - started,
             stats=stats,
             message="CP-SAT reports infeasible although a feasible plan was hinted",
+            requested_gap=options.gap,
         )
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return plan_result(
-            problem, "cpsat", None, started, stats=stats, message="CP-SAT found no plan in time"
-        )
-    objective = solver.ObjectiveValue() * formulation.unit
     bound = solver.BestObjectiveBound() * formulation.unit
-    stats["cp_objective_s"] = objective
     stats["cp_bound_s"] = bound
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return start_result(bound, "CP-SAT found no plan in time; the warm-start plan is reported")
+    objective = solver.ObjectiveValue() * formulation.unit
+    stats["cp_objective_s"] = objective
     plan = formulation.plan_from_choice(*built.vars.chosen(solver))
     result = plan_result(
-        problem,
-        "cpsat",
-        plan,
-        started,
-        bound=bound,
-        proven_optimal=status == cp_model.OPTIMAL,
-        stats=stats,
+        problem, "cpsat", plan, started, bound=bound, requested_gap=options.gap, stats=stats
     )
     tolerance = formulation.rounding_tolerance()
     if result.makespan is not None and abs(result.makespan - objective) > tolerance:
@@ -415,6 +513,13 @@ def solve_with_hint(
         result.message = (
             f"CP-SAT objective {objective:.6f} s differs from its simulated plan "
             f"{result.makespan:.6f} s by more than the time-unit tolerance {tolerance:.2e} s"
+        )
+        return result
+    stats["solver_plan_makespan_s"] = result.stats["solver_plan_makespan_s"] = result.makespan
+    if result.makespan is not None and upper < result.makespan:
+        # Flooring lets the model rank plans a rounding error apart either way.
+        return start_result(
+            bound, "the CP-SAT plan simulates slower than the warm start, which is reported"
         )
     return result
 
@@ -430,7 +535,12 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
     start = warm_start_plan(problem, options)
     if start is None:
         return plan_result(
-            problem, "cpsat", None, started, message="no heuristic plan to start from"
+            problem,
+            "cpsat",
+            None,
+            started,
+            requested_gap=options.gap,
+            message="no heuristic plan to start from",
         )
     remaining = options.time_limit - (time.perf_counter() - started)
     result = solve_with_hint(problem, options, start, remaining)

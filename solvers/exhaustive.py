@@ -162,7 +162,7 @@ class _OrderSearch:
 
 
 def solve(problem: Problem, options: SolveOptions) -> Result:
-    """Enumerate the plan space; OPTIMAL when the enumeration completes."""
+    """Enumerate the plan space; OPTIMAL when it completes (its optimum is then the bound)."""
     started = time.perf_counter()
     infeasible = unplaceable_result(problem, "exhaustive", started)
     if infeasible is not None:
@@ -248,7 +248,15 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
             f"time limit reached after {visited:,} of {placements:,} placements: "
             "best plan so far, not proven optimal"
         )
-        return plan_result(problem, "exhaustive", best_plan, started, stats=stats, message=message)
+        return plan_result(
+            problem,
+            "exhaustive",
+            best_plan,
+            started,
+            requested_gap=options.gap,
+            stats=stats,
+            message=message,
+        )
     if best_plan is None:
         return Result(
             Status.INFEASIBLE,
@@ -258,8 +266,15 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
             stats=stats,
             message="no combination of placements fits in memory",
         )
+    # The enumeration completed: its best makespan is the optimum, hence a bound.
     result = plan_result(
-        problem, "exhaustive", best_plan, started, bound=best, proven_optimal=True, stats=stats
+        problem,
+        "exhaustive",
+        best_plan,
+        started,
+        bound=best,
+        requested_gap=options.gap,
+        stats=stats,
     )
     if result.makespan is not None and abs(result.makespan - best) > 1e-9 * max(1.0, best):
         result.status = Status.ERROR

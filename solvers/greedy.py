@@ -11,4 +11,4 @@ from solvers.result import Result
 
 def solve(problem: Problem, options: SolveOptions) -> Result:
     """Build and simulate the greedy baseline."""
-    return baseline_result(problem, "greedy", greedy_plan)
+    return baseline_result(problem, "greedy", greedy_plan, options.gap)

@@ -76,24 +76,34 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
     remaining = max(0.0, options.time_limit - (time.perf_counter() - started))
     plan, stats = improve(problem, start, options, remaining)
     message = "interrupted: best plan so far" if stats["interrupted"] else ""
-    return plan_result(problem, "local", plan, started, stats=stats, message=message)
+    return plan_result(
+        problem, "local", plan, started, requested_gap=options.gap, stats=stats, message=message
+    )
 
 
 #: Evaluation budget of the local search that warm-starts the exact backends.
 WARM_START_EVALUATIONS = 20_000
 
+#: Largest share of the solve's time limit the warm-start search may take.
+WARM_START_SHARE = 0.25
 
-def warm_start_plan(problem: Problem, options: SolveOptions) -> Plan | None:
+
+def warm_start_plan(
+    problem: Problem, options: SolveOptions, time_limit: float | None = None
+) -> Plan | None:
     """The exact backends' start: the better baseline improved by a short local search.
 
-    The search is bounded by :data:`WARM_START_EVALUATIONS` evaluations (the
-    solve's time limit is only a safety net), so for a given seed the exact
-    models built from it are the same from run to run, whatever the load of
-    the machine.
+    The search is bounded by :data:`WARM_START_EVALUATIONS` evaluations, so for
+    a given seed the exact models built from it are the same from run to run
+    whatever the load of the machine, and by ``time_limit`` seconds (default
+    :data:`WARM_START_SHARE` of ``options.time_limit``), a safety net that
+    leaves the exact backend most of the limit on a large instance.
     """
     start = best_baseline(problem)
     if start is None:
         return None
     budget = min(problem.instance.optimizer.e_max, WARM_START_EVALUATIONS)
-    plan, _ = improve(problem, start, options, options.time_limit, budget)
+    if time_limit is None:
+        time_limit = WARM_START_SHARE * options.time_limit
+    plan, _ = improve(problem, start, options, time_limit, budget)
     return plan

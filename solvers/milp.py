@@ -1,4 +1,4 @@
-"""Backend ``milp``: the exact formulation as a Pyomo MILP (HiGHS by default).
+"""Backend ``milp``: the exact formulation as a MILP (HiGHS by default).
 
 The same formulation as ``solvers.cpsat`` (every coefficient comes from
 ``formulation``), with the same constraint-family names:
@@ -7,7 +7,8 @@ The same formulation as ``solvers.cpsat`` (every coefficient comes from
 * ``_gpu_exclusivity``: disjunctive big-M ordering, only for pairs of runs
   that can share a GPU unit and are not already ordered by data or chain
   edges; the big-M is the horizon of the best heuristic plan (every run ends
-  by then in an improving solution), the tightest valid value;
+  by then in an improving solution), the tightest valid value; whether a run
+  covers a unit is a sum of its block indicators;
 * ``_precedence``: chain and data edges, the lags switched on by block
   indicators without any big-M (``S >= E + lag*(y + z - 1)``);
 * ``_staleness``: pub edges switched on by the staleness binaries, with the
@@ -19,18 +20,33 @@ The same formulation as ``solvers.cpsat`` (every coefficient comes from
 * ``_gpu_area``: a valid inequality (all runs' GPU-seconds fit in the
   cluster's GPU-seconds up to the makespan).
 
+The model is assembled as sparse rows (:class:`LinearModel`). HiGHS receives
+them in one call through highspy, with the heuristic plan set as its starting
+solution (``Highs.setSolution``), so the solve improves on that plan and
+always has it to return. :meth:`LinearModel.to_pyomo` gives the same model in
+Pyomo, which writes MPS/LP files (``main.py export``) and reaches any other
+MIP solver (``milp:NAME``: gurobi, cplex, cbc, scip, ...).
+
 Times are in seconds: the formulation's floored integer units times the unit,
 so the optimum is the same as CP-SAT's on the same formulation, and a valid
-lower bound on the true optimum. ``milp:NAME`` solves with any MIP solver
-Pyomo reaches (gurobi, cplex, cbc, scip, ...).
+lower bound on the true optimum.
+
+The warm start, every build phase and the solver share the solve's one time
+limit: building checks the deadline every few hundred rows, and when the
+limit is reached before the solver runs, or the solver returns no plan, the
+result is the warm-start plan with the best bound known.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
 
+import numpy as np
 import pyomo.environ as pyo
 
 from formulation import Formulation, build_formulation
@@ -38,12 +54,17 @@ from rpeg.context import Problem
 from rpeg.errors import InputError
 from rpeg.instance import LEVELS
 from rpeg.plan import Plan
-from solvers.common import plan_result, unplaceable_result
+from solvers.common import BuildTimeout, Deadline, plan_result, unplaceable_result
 from solvers.options import SolveOptions
-from solvers.progress import TerminalProgress
 from solvers.result import Result, Status
 
 GB = 1e9
+
+#: Rows added between two deadline checks while building.
+CHECK_EVERY_ROWS = 256
+
+#: Seconds kept after the MIP solver stops, to read its plan back and simulate it.
+RESERVE_S = 0.2
 
 #: How to install the MIP solvers users most often name.
 INSTALL_HINTS = {
@@ -70,118 +91,426 @@ SOLVER_OPTION_NAMES = {
 }
 
 
+def _pyomo_format(file_format: str):
+    """Pyomo's name of an export format (its CPLEX LP writer for ``lp``)."""
+    from pyomo.opt import ProblemFormat
+
+    return {"mps": ProblemFormat.mps, "lp": ProblemFormat.cpxlp}[file_format]
+
+
+# -- sparse linear model ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    """One constraint ``lower <= sum(coefficient * column) <= upper``."""
+
+    terms: dict[int, float]
+    lower: float
+    upper: float
+
+
+class Expr:
+    """A linear expression: coefficient per column, plus a constant.
+
+    Supports ``+``, ``-``, multiplication by a number and the comparisons
+    ``>=``, ``<=``, ``==``, which give a :class:`Row`.
+    """
+
+    __slots__ = ("constant", "terms")
+
+    def __init__(self, terms: dict[int, float] | None = None, constant: float = 0.0) -> None:
+        self.terms = {} if terms is None else terms
+        self.constant = constant
+
+    @staticmethod
+    def total(pairs: Iterable[tuple[int, float]]) -> Expr:
+        """The sum of ``coefficient * column`` over ``(column, coefficient)`` pairs."""
+        terms: dict[int, float] = {}
+        for column, coefficient in pairs:
+            terms[column] = terms.get(column, 0.0) + coefficient
+        return Expr(terms)
+
+    def _plus(self, other: Expr | float, sign: float) -> Expr:
+        terms = dict(self.terms)
+        if isinstance(other, Expr):
+            for column, coefficient in other.terms.items():
+                terms[column] = terms.get(column, 0.0) + sign * coefficient
+            return Expr(terms, self.constant + sign * other.constant)
+        return Expr(terms, self.constant + sign * other)
+
+    def __add__(self, other: Expr | float) -> Expr:
+        return self._plus(other, 1.0)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Expr | float) -> Expr:
+        return self._plus(other, -1.0)
+
+    def __rsub__(self, other: Expr | float) -> Expr:
+        return (self * -1.0)._plus(other, 1.0)
+
+    def __mul__(self, factor: float) -> Expr:
+        return Expr({c: factor * v for c, v in self.terms.items()}, factor * self.constant)
+
+    __rmul__ = __mul__
+
+    def _row(self, other: Expr | float, lower: float, upper: float) -> Row:
+        difference = self - other
+        terms = {c: v for c, v in difference.terms.items() if v != 0.0}
+        return Row(terms, lower - difference.constant, upper - difference.constant)
+
+    def __ge__(self, other: Expr | float) -> Row:  # type: ignore[override]
+        return self._row(other, 0.0, math.inf)
+
+    def __le__(self, other: Expr | float) -> Row:  # type: ignore[override]
+        return self._row(other, -math.inf, 0.0)
+
+    def __eq__(self, other: object) -> Row:  # type: ignore[override]
+        return self._row(other, 0.0, 0.0)  # type: ignore[arg-type]
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass
+class VarFamily:
+    """An indexed family of columns (one Pyomo ``Var`` component when exported)."""
+
+    name: str
+    keys: list[Hashable]
+    first: int
+    lower: float
+    upper: float
+    binary: bool
+    index: dict[Hashable, int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.index = {key: self.first + i for i, key in enumerate(self.keys)}
+
+    def col(self, key: Hashable = None) -> int:
+        """Column of ``key`` (of the single column of a scalar family by default)."""
+        return self.index[key]
+
+    def __getitem__(self, key: Hashable) -> Expr:
+        return Expr({self.index[key]: 1.0})
+
+    @property
+    def scalar(self) -> bool:
+        """Whether the family is one unindexed variable."""
+        return self.keys == [None]
+
+
+class LinearModel:
+    """Columns, bounds, integrality and constraint rows, grouped into named families.
+
+    Parameters
+    ----------
+    name
+        Model name.
+    deadline
+        Checked when a constraint family starts and every
+        :data:`CHECK_EVERY_ROWS` rows (raises :class:`solvers.common.BuildTimeout`).
+    """
+
+    def __init__(self, name: str, deadline: Deadline | None = None) -> None:
+        self.name = name
+        self.deadline = deadline
+        self.variable_families: list[VarFamily] = []
+        self.col_lower: list[float] = []
+        self.col_upper: list[float] = []
+        self.col_binary: list[bool] = []
+        self.row_lower: list[float] = []
+        self.row_upper: list[float] = []
+        self.row_start: list[int] = [0]
+        self.row_index: list[int] = []
+        self.row_value: list[float] = []
+        self.row_family: list[int] = []
+        self.families: list[str] = []
+        self.objective: int | None = None
+
+    def variables(
+        self, name: str, keys: Iterable[Hashable], lower: float, upper: float, binary: bool = False
+    ) -> VarFamily:
+        """Add one column per key (a scalar when ``keys`` is ``[None]``)."""
+        keys = list(keys)
+        family = VarFamily(name, keys, len(self.col_lower), lower, upper, binary)
+        self.variable_families.append(family)
+        self.col_lower += [lower] * len(keys)
+        self.col_upper += [upper] * len(keys)
+        self.col_binary += [binary] * len(keys)
+        return family
+
+    def start_family(self, name: str) -> None:
+        """Rows added from now on belong to constraint family ``name``."""
+        self.families.append(name)
+        if self.deadline is not None:
+            self.deadline.check(name)
+
+    def add(self, row: Row) -> None:
+        """Append a row to the current family."""
+        self.row_lower.append(row.lower)
+        self.row_upper.append(row.upper)
+        self.row_index.extend(row.terms)
+        self.row_value.extend(row.terms.values())
+        self.row_start.append(len(self.row_index))
+        self.row_family.append(len(self.families) - 1)
+        if self.deadline is not None and len(self.row_lower) % CHECK_EVERY_ROWS == 0:
+            self.deadline.check()
+
+    def minimise(self, column: int) -> None:
+        """The objective: minimise one column."""
+        self.objective = column
+
+    @property
+    def num_columns(self) -> int:
+        """Columns (variables)."""
+        return len(self.col_lower)
+
+    @property
+    def num_rows(self) -> int:
+        """Rows (constraints)."""
+        return len(self.row_lower)
+
+    @property
+    def nonzeros(self) -> int:
+        """Nonzero coefficients of the constraint matrix."""
+        return len(self.row_index)
+
+    def to_highs(self, highs) -> None:
+        """Pass the model to a ``highspy.Highs`` in one go."""
+        import highspy
+
+        n = self.num_columns
+        highs.addVars(n, np.array(self.col_lower), np.array(self.col_upper))
+        binaries = np.flatnonzero(np.array(self.col_binary)).astype(np.int32)
+        highs.changeColsIntegrality(
+            len(binaries), binaries, np.array([highspy.HighsVarType.kInteger] * len(binaries))
+        )
+        if self.objective is not None:
+            highs.changeColsCost(1, np.array([self.objective], dtype=np.int32), np.array([1.0]))
+        highs.addRows(
+            self.num_rows,
+            np.array(self.row_lower),
+            np.array(self.row_upper),
+            self.nonzeros,
+            np.array(self.row_start[:-1], dtype=np.int32),
+            np.array(self.row_index, dtype=np.int32),
+            np.array(self.row_value),
+        )
+
+    def to_pyomo(self, values: np.ndarray | None = None) -> tuple[pyo.ConcreteModel, list]:
+        """The same model in Pyomo, and its variable per column.
+
+        One ``Var`` per variable family and one ``ConstraintList`` per
+        constraint family, under the same names; ``values`` (a column vector)
+        become the variables' initial values (a warm start for solvers that
+        take one).
+        """
+        model = pyo.ConcreteModel(name=self.name)
+        columns: list = [None] * self.num_columns
+        for family in self.variable_families:
+            domain = pyo.Binary if family.binary else pyo.Reals
+            bounds = (family.lower, family.upper)
+            if family.scalar:
+                var = pyo.Var(domain=domain, bounds=bounds)
+                model.add_component(family.name, var)
+                columns[family.first] = var
+            else:
+                var = pyo.Var(family.keys, domain=domain, bounds=bounds)
+                model.add_component(family.name, var)
+                for offset, key in enumerate(family.keys):
+                    columns[family.first + offset] = var[key]
+        if values is not None:
+            for column, value in zip(columns, values, strict=True):
+                column.value = float(value)
+        lists = []
+        for name in self.families:
+            constraints = pyo.ConstraintList()
+            model.add_component(name, constraints)
+            lists.append(constraints)
+        for row in range(self.num_rows):
+            if self.deadline is not None and row % CHECK_EVERY_ROWS == 0:
+                self.deadline.check("building the Pyomo model")
+            begin, end = self.row_start[row], self.row_start[row + 1]
+            body = pyo.quicksum(
+                value * columns[index]
+                for index, value in zip(
+                    self.row_index[begin:end], self.row_value[begin:end], strict=True
+                )
+            )
+            lower, upper = self.row_lower[row], self.row_upper[row]
+            if lower == upper:
+                expression = body == lower
+            elif math.isinf(upper):
+                expression = body >= lower
+            elif math.isinf(lower):
+                expression = body <= upper
+            else:
+                expression = pyo.inequality(lower, body, upper)
+            lists[self.row_family[row]].add(expression)
+        if self.objective is not None:
+            model.objective = pyo.Objective(expr=columns[self.objective], sense=pyo.minimize)
+        return model, columns
+
+
+# -- the MILP of a formulation ----------------------------------------------------------
+
+
 class MilpVariables:
     """The decision variables of the MILP; warm starts go through :meth:`warm_start`."""
 
-    def __init__(self, model: pyo.ConcreteModel, formulation: Formulation) -> None:
+    def __init__(self, model: LinearModel, formulation: Formulation) -> None:
         f = formulation
         self.model, self.formulation = model, f
         self.unit = f.unit
         self.horizon = f.horizon * f.unit
-        model.assignment_index = pyo.Set(
-            initialize=[
-                (v, a) for v in range(f.num_vertices) for a in range(len(f.assignments[v]))
-            ],
-            dimen=2,
-        )
-        model.x = pyo.Var(model.assignment_index, domain=pyo.Binary)
-        model.block_index = pyo.Set(
-            initialize=[(v, b) for v in range(f.num_vertices) for b in f.blocks_of(v)], dimen=2
+        self.x = model.variables(
+            "x",
+            [(v, a) for v in range(f.num_vertices) for a in range(len(f.assignments[v]))],
+            0,
+            1,
+            binary=True,
         )
         # Block indicators: y[v, b] = Σ x[v, a] over assignments on b (set by
         # ``_select_one_candidate``); they keep every block-level sum short.
-        model.y = pyo.Var(model.block_index, bounds=(0, 1))
-        model.staleness_index = pyo.Set(
-            initialize=[(m, s) for m, choices in f.staleness_choices.items() for s in choices],
-            dimen=2,
+        self.y = model.variables(
+            "y", [(v, b) for v in range(f.num_vertices) for b in f.blocks_of(v)], 0, 1
         )
-        model.s = pyo.Var(model.staleness_index, domain=pyo.Binary)
-        model.start = pyo.Var(range(f.num_runs), bounds=(0, self.horizon))
+        self.s = model.variables(
+            "s",
+            [(m, s) for m, choices in f.staleness_choices.items() for s in choices],
+            0,
+            1,
+            binary=True,
+        )
+        self.start = model.variables("start", range(f.num_runs), 0, self.horizon)
         # Chosen duration per vertex (= Σ duration·x, set by ``_select_one_candidate``),
         # so every precedence and ordering row holds one term instead of the whole sum.
-        model.duration = pyo.Var(range(f.num_vertices), bounds=(0, self.horizon))
-        model.makespan = pyo.Var(bounds=(0, self.horizon))
+        self.duration = model.variables("duration", range(f.num_vertices), 0, self.horizon)
+        self.makespan = model.variables("makespan", [None], 0, self.horizon)
         self.pairs = f.conflict_pairs()
-        model.order = pyo.Var(range(len(self.pairs)), domain=pyo.Binary)
-        self.y = model.y
-        self.x, self.s, self.start, self.makespan, self.order = (
-            model.x,
-            model.s,
-            model.start,
-            model.makespan,
-            model.order,
+        self.order = model.variables("order", range(len(self.pairs)), 0, 1, binary=True)
+        template = f.problem.directory.template
+        self.models = sorted({vertex.model for vertex in template.vertices})
+        self.units = f.maximal_units()
+        capacity = f.memory_capacity / GB
+        self.resident = model.variables(
+            "resident",
+            [(name, u) for name in self.models for u in range(len(self.units))],
+            0,
+            capacity,
         )
+        self.transient = model.variables("transient", range(len(self.units)), 0, capacity)
 
     # -- expressions -------------------------------------------------------------------
 
-    def duration_of_choice(self, vertex: int):
+    def duration_of_choice(self, vertex: int) -> Expr:
         """Σ duration·x of ``vertex`` (s): what ``duration[vertex]`` equals."""
         f = self.formulation
-        return sum(
-            a.duration * f.unit * self.x[vertex, i] for i, a in enumerate(f.assignments[vertex])
+        return Expr.total(
+            (self.x.col((vertex, i)), a.duration * f.unit)
+            for i, a in enumerate(f.assignments[vertex])
         )
 
-    def end(self, run: int):
+    def end(self, run: int) -> Expr:
         """End of ``run`` (s)."""
-        return self.start[run] + self.model.duration[run % self.formulation.num_vertices]
+        return self.start[run] + self.duration[run % self.formulation.num_vertices]
 
-    def chosen_sum(self, vertex: int, indices) -> object:
+    def chosen_sum(self, vertex: int, indices: Iterable[int]) -> Expr:
         """Sum of the assignment binaries ``indices`` of ``vertex`` (0/1: one is chosen)."""
-        return sum(self.x[vertex, i] for i in indices)
+        return Expr.total((self.x.col((vertex, i)), 1.0) for i in indices)
 
-    def on_blocks(self, vertex: int, blocks) -> object:
+    def on_blocks(self, vertex: int, blocks: Iterable[int]) -> Expr:
         """1 when ``vertex`` is on one of ``blocks``."""
-        return sum(self.y[vertex, b] for b in blocks)
+        return Expr.total((self.y.col((vertex, b)), 1.0) for b in blocks)
 
-    def covers(self, vertex: int, unit: tuple[int, int]) -> object:
-        """1 when ``vertex``'s block covers the GPU unit ``unit``."""
+    def covers(self, vertex: int, unit: tuple[int, int]) -> Expr:
+        """1 when ``vertex``'s block covers the GPU unit ``unit``.
+
+        Equal to the sum of the assignment binaries covering ``unit`` (each
+        block indicator is the sum of its assignments), in far fewer terms.
+        """
         return self.on_blocks(vertex, self.formulation.covering_blocks(vertex, unit))
 
     # -- warm start ----------------------------------------------------------------------
 
-    def warm_start(self, chosen: list[int], staleness: dict[str, int], starts: list[int]) -> None:
-        """Set every variable to the heuristic plan's values (used by solvers that accept them)."""
+    def warm_start(
+        self, chosen: list[int], staleness: dict[str, int], starts: list[int]
+    ) -> np.ndarray:
+        """Every column's value in the heuristic plan (as converted by the formulation)."""
         f = self.formulation
+        values = np.zeros(self.model.num_columns)
         for vertex, items in enumerate(f.assignments):
-            for index in range(len(items)):
-                self.x[vertex, index].value = int(index == chosen[vertex])
-            block = f.block_index[items[chosen[vertex]].block]
-            for b in f.blocks_of(vertex):
-                self.y[vertex, b].value = int(b == block)
-        for m, s in self.s:
-            self.s[m, s].value = int(s == staleness[m])
-        for vertex, index in enumerate(chosen):
-            self.model.duration[vertex].value = f.assignments[vertex][index].duration * f.unit
+            values[self.x.col((vertex, chosen[vertex]))] = 1.0
+            values[self.y.col((vertex, f.block_index[items[chosen[vertex]].block]))] = 1.0
+            values[self.duration.col(vertex)] = items[chosen[vertex]].duration * f.unit
+        for m, value in staleness.items():
+            if (m, value) in self.s.index:
+                values[self.s.col((m, value))] = 1.0
         ends = []
         for run, start in enumerate(starts):
-            self.start[run].value = start * f.unit
+            values[self.start.col(run)] = start * f.unit
             vertex = run % f.num_vertices
             ends.append((start + f.assignments[vertex][chosen[vertex]].duration) * f.unit)
-        self.makespan.value = max(ends)
+        values[self.makespan.col()] = max(ends)
         for index, (r1, r2, _) in enumerate(self.pairs):
-            self.order[index].value = int(starts[r1] <= starts[r2])
+            values[self.order.col(index)] = float(starts[r1] <= starts[r2])
+        template = f.problem.directory.template
+        for u, unit in enumerate(self.units):
+            for vertex in range(f.num_vertices):
+                if chosen[vertex] not in f.covering(vertex, unit):
+                    continue
+                item = f.assignments[vertex][chosen[vertex]]
+                column = self.resident.col((template.vertices[vertex].model, u))
+                values[column] = max(values[column], item.resident / GB)
+                column = self.transient.col(u)
+                values[column] = max(values[column], item.transient / GB)
+        return values
 
-    def chosen(self) -> tuple[list[int], dict[str, int], list[float]]:
-        """Assignment indices, staleness and run starts (units) of the loaded solution."""
+    def chosen(self, values: np.ndarray) -> tuple[list[int], dict[str, int], list[float]]:
+        """Assignment indices, staleness and run starts (units) of a solution vector."""
         f = self.formulation
         chosen = [
-            max(range(len(items)), key=lambda i, v=vertex: pyo.value(self.x[v, i]))
+            max(range(len(items)), key=lambda i, v=vertex: values[self.x.col((v, i))])
             for vertex, items in enumerate(f.assignments)
         ]
         staleness = {
-            m: max(choices, key=lambda s, m=m: pyo.value(self.s[m, s]))
+            m: max(choices, key=lambda s, m=m: values[self.s.col((m, s))])
             for m, choices in f.staleness_choices.items()
         }
-        starts = [pyo.value(self.start[r]) / f.unit for r in range(f.num_runs)]
+        starts = [values[self.start.col(r)] / f.unit for r in range(f.num_runs)]
         return chosen, staleness, starts
 
 
 class MilpModel:
-    """Builds the Pyomo model from a formulation, one method per constraint family."""
+    """Builds the MILP from a formulation, one method per constraint family.
 
-    def __init__(self, formulation: Formulation) -> None:
+    Parameters
+    ----------
+    formulation
+        The backend-neutral formulation.
+    deadline
+        When given, building stops with :class:`solvers.common.BuildTimeout`
+        once it passes.
+    """
+
+    #: The constraint families, in build order (the ``ConstraintList`` names on export).
+    FAMILIES = (
+        "select_one_candidate",
+        "gpu_exclusivity",
+        "precedence",
+        "staleness",
+        "memory_capacity",
+        "objective_makespan",
+        "gpu_load",
+        "gpu_area",
+    )
+
+    def __init__(self, formulation: Formulation, deadline: Deadline | None = None) -> None:
         self.formulation = formulation
-        self.model = pyo.ConcreteModel(name="rl_step_plan")
+        self.model = LinearModel("rl_step_plan", deadline)
+        if deadline is not None:
+            deadline.check("variables")
         self.vars = MilpVariables(self.model, formulation)
         self._select_one_candidate()
         self._gpu_exclusivity()
@@ -192,58 +521,51 @@ class MilpModel:
         self._gpu_load()
         self._gpu_area()
 
-    def _family(self, name: str) -> pyo.ConstraintList:
-        constraints = pyo.ConstraintList()
-        self.model.add_component(name, constraints)
-        return constraints
-
     def _select_one_candidate(self) -> None:
         """Exactly one assignment per vertex and one staleness per trained model."""
-        f, v = self.formulation, self.vars
-        family = self._family("select_one_candidate")
+        f, v, model = self.formulation, self.vars, self.model
+        model.start_family("select_one_candidate")
         for vertex, items in enumerate(f.assignments):
-            family.add(v.chosen_sum(vertex, range(len(items))) == 1)
+            model.add(v.chosen_sum(vertex, range(len(items))) == 1)
             for block in f.blocks_of(vertex):
-                family.add(
+                model.add(
                     v.y[vertex, block] == v.chosen_sum(vertex, f.assignments_on(vertex, block))
                 )
-            family.add(self.model.duration[vertex] == v.duration_of_choice(vertex))
+            model.add(v.duration[vertex] == v.duration_of_choice(vertex))
         for m, choices in f.staleness_choices.items():
-            family.add(sum(v.s[m, s] for s in choices) == 1)
+            model.add(Expr.total((v.s.col((m, s)), 1.0) for s in choices) == 1)
 
     def _gpu_exclusivity(self) -> None:
         """Two runs sharing a GPU unit go one after the other (big-M = horizon)."""
-        f, v = self.formulation, self.vars
-        family = self._family("gpu_exclusivity")
+        f, v, model = self.formulation, self.vars, self.model
+        model.start_family("gpu_exclusivity")
         big_m = v.horizon
         for index, (r1, r2, units) in enumerate(v.pairs):
             v1, v2 = r1 % f.num_vertices, r2 % f.num_vertices
             order = v.order[index]
             for unit in units:
-                both = v.chosen_sum(v1, f.covering(v1, unit)) + v.chosen_sum(
-                    v2, f.covering(v2, unit)
-                )
-                family.add(v.start[r2] >= v.end(r1) - big_m * (1 - order) - big_m * (2 - both))
-                family.add(v.start[r1] >= v.end(r2) - big_m * order - big_m * (2 - both))
+                both = v.covers(v1, unit) + v.covers(v2, unit)
+                model.add(v.start[r2] >= v.end(r1) - big_m * (1 - order) - big_m * (2 - both))
+                model.add(v.start[r1] >= v.end(r2) - big_m * order - big_m * (2 - both))
 
     def _precedence(self) -> None:
         """Chain edges, and data edges with their exact pairwise lags."""
-        f, v = self.formulation, self.vars
-        family = self._family("precedence")
+        f, v, model = self.formulation, self.vars, self.model
+        model.start_family("precedence")
         for step in range(1, f.k_eval):
             for vertex in range(f.num_vertices):
-                family.add(v.start[f.run(vertex, step)] >= v.end(f.run(vertex, step - 1)))
+                model.add(v.start[f.run(vertex, step)] >= v.end(f.run(vertex, step - 1)))
         for step in range(f.k_eval):
             for src, dst in f.data_edges:
                 before, after = f.run(src, step), f.run(dst, step)
-                family.add(v.start[after] >= v.end(before))
+                model.add(v.start[after] >= v.end(before))
                 for target in f.blocks_of(dst):
                     here = v.on_blocks(dst, [target])
                     for level in LEVELS:
                         lag = f.data_lag_at(level) * f.unit
                         blocks = f.elsewhere_blocks(src, target, level)
                         if lag > 0 and blocks:
-                            family.add(
+                            model.add(
                                 v.start[after]
                                 >= v.end(before) + lag * (here + v.on_blocks(src, blocks) - 1)
                             )
@@ -253,8 +575,8 @@ class MilpModel:
 
         A synchronous edge (old log-probs) has σ = 0 whatever is chosen.
         """
-        f, v = self.formulation, self.vars
-        family = self._family("staleness")
+        f, v, model = self.formulation, self.vars, self.model
+        model.start_family("staleness")
         big_m = v.horizon
         for src, dst, name, key in f.pub_edges:
             for sigma in f.staleness_options(key):
@@ -265,9 +587,9 @@ class MilpModel:
                         continue
                     before, after = f.run(src, source_step), f.run(dst, step)
                     if key is None:
-                        family.add(v.start[after] >= v.end(before))
+                        model.add(v.start[after] >= v.end(before))
                     else:
-                        family.add(v.start[after] >= v.end(before) - big_m * (1 - chosen))
+                        model.add(v.start[after] >= v.end(before) - big_m * (1 - chosen))
                     for index, target in enumerate(f.assignments[dst]):
                         block = f.block_index[target.block]
                         x = v.x[dst, index]
@@ -286,7 +608,7 @@ class MilpModel:
                         for lag_units, where in conditions:
                             lag = lag_units * f.unit
                             if lag > 0:
-                                family.add(
+                                model.add(
                                     v.start[after]
                                     >= v.end(before)
                                     + lag
@@ -297,13 +619,9 @@ class MilpModel:
         """Per GPU unit: Σ over models of the largest resident + largest transient ≤ capacity."""
         f, v, model = self.formulation, self.vars, self.model
         template = f.problem.directory.template
-        family = self._family("memory_capacity")
+        model.start_family("memory_capacity")
         capacity = f.memory_capacity / GB
-        models = sorted({vertex.model for vertex in template.vertices})
-        units = f.maximal_units()
-        model.resident = pyo.Var(models, range(len(units)), bounds=(0, capacity))
-        model.transient = pyo.Var(range(len(units)), bounds=(0, capacity))
-        for unit_index, unit in enumerate(units):
+        for unit_index, unit in enumerate(v.units):
             used = set()
             for vertex in range(f.num_vertices):
                 indices = f.covering(vertex, unit)
@@ -312,28 +630,27 @@ class MilpModel:
                 name = template.vertices[vertex].model
                 used.add(name)
                 items = f.assignments[vertex]
-                family.add(
-                    model.resident[name, unit_index]
-                    >= sum(items[i].resident / GB * v.x[vertex, i] for i in indices)
+                model.add(
+                    v.resident[name, unit_index]
+                    >= Expr.total((v.x.col((vertex, i)), items[i].resident / GB) for i in indices)
                 )
-                family.add(
-                    model.transient[unit_index]
-                    >= sum(items[i].transient / GB * v.x[vertex, i] for i in indices)
+                model.add(
+                    v.transient[unit_index]
+                    >= Expr.total((v.x.col((vertex, i)), items[i].transient / GB) for i in indices)
                 )
             if used:
-                family.add(
-                    sum(model.resident[name, unit_index] for name in sorted(used))
-                    + model.transient[unit_index]
-                    <= capacity
+                total = Expr.total(
+                    (v.resident.col((name, unit_index)), 1.0) for name in sorted(used)
                 )
+                model.add(total + v.transient[unit_index] <= capacity)
 
     def _objective(self) -> None:
         """Minimise the makespan of the k_eval steps."""
         f, v, model = self.formulation, self.vars, self.model
-        family = self._family("objective_makespan")
+        model.start_family("objective_makespan")
         for vertex in range(f.num_vertices):
-            family.add(v.makespan >= v.end(f.run(vertex, f.k_eval - 1)))
-        model.objective = pyo.Objective(expr=v.makespan, sense=pyo.minimize)
+            model.add(v.makespan[None] >= v.end(f.run(vertex, f.k_eval - 1)))
+        model.minimise(v.makespan.col())
 
     def _gpu_load(self) -> None:
         """Valid inequality: the makespan covers each GPU unit's total run time, plus
@@ -343,46 +660,52 @@ class MilpModel:
         solutions; it tightens the LP relaxation, which the big-M ordering
         alone leaves weak.
         """
-        f, v = self.formulation, self.vars
-        family = self._family("gpu_load")
+        f, v, model = self.formulation, self.vars, self.model
+        model.start_family("gpu_load")
         for _, terms in f.load_rows():
-            family.add(
-                v.makespan
-                >= sum(coefficient * f.unit * v.x[vertex, i] for vertex, i, coefficient in terms)
+            model.add(
+                v.makespan[None]
+                >= Expr.total(
+                    (v.x.col((vertex, i)), coefficient * f.unit) for vertex, i, coefficient in terms
+                )
             )
 
     def _gpu_area(self) -> None:
         """Valid inequality: the GPU-seconds of all runs fit in ``num_gpus x makespan``."""
-        f, v = self.formulation, self.vars
-        family = self._family("gpu_area")
+        f, v, model = self.formulation, self.vars, self.model
+        model.start_family("gpu_area")
         gpus = f.problem.directory.cluster.num_gpus
-        area = sum(
-            f.k_eval * a.block.size * a.duration * f.unit * v.x[vertex, i]
+        area = Expr.total(
+            (v.x.col((vertex, i)), f.k_eval * a.block.size * a.duration * f.unit)
             for vertex in range(f.num_vertices)
             for i, a in enumerate(f.assignments[vertex])
         )
-        family.add(gpus * v.makespan >= area)
+        model.add(gpus * v.makespan[None] >= area)
 
     def sizes(self) -> dict[str, int]:
-        """Model size: binaries, continuous variables, constraints."""
-        variables = list(self.model.component_data_objects(pyo.Var, active=True))
-        binaries = sum(1 for var in variables if var.is_binary())
-        constraints = sum(1 for _ in self.model.component_data_objects(pyo.Constraint, active=True))
+        """Model size: binaries, continuous variables, constraints, nonzeros."""
+        binaries = sum(self.model.col_binary)
         return {
             "binaries": binaries,
-            "continuous": len(variables) - binaries,
-            "constraints": constraints,
+            "continuous": self.model.num_columns - binaries,
+            "constraints": self.model.num_rows,
+            "nonzeros": self.model.nonzeros,
             "ordering_pairs": len(self.vars.pairs),
         }
 
-    def write(self, path: str, file_format: str) -> None:
-        """Write the model as an MPS or LP file (atomically)."""
+    def write(self, path: str, file_format: str, values: np.ndarray | None = None) -> None:
+        """Write the model as an MPS or LP file (atomically), through Pyomo's writers."""
         folder = os.path.dirname(os.path.abspath(path))
         os.makedirs(folder, exist_ok=True)
+        # Pyomo guesses a format from the name's extension and warns when it
+        # differs from the one passed: pass its own name for the format.
         temporary = os.path.join(folder, f".tmp-{os.getpid()}-export.{file_format}")
+        pyomo_model, _ = self.model.to_pyomo(values)
         try:
-            self.model.write(
-                temporary, format=file_format, io_options={"symbolic_solver_labels": True}
+            pyomo_model.write(
+                temporary,
+                format=_pyomo_format(file_format),
+                io_options={"symbolic_solver_labels": True},
             )
             os.replace(temporary, path)
         finally:
@@ -390,24 +713,43 @@ class MilpModel:
                 os.unlink(temporary)
 
 
-def build_model(problem: Problem, start: Plan) -> tuple[Formulation, MilpModel]:
-    """The formulation and MILP built from a heuristic start plan (warm-started with it)."""
+@dataclass
+class BuiltMilp:
+    """A formulation, its MILP and the warm-start column values."""
+
+    formulation: Formulation
+    milp: MilpModel
+    start_values: np.ndarray
+
+
+def build_model(problem: Problem, start: Plan, deadline: Deadline | None = None) -> BuiltMilp:
+    """The formulation and MILP built from a heuristic start plan, with its warm start.
+
+    Raises
+    ------
+    solvers.common.BuildTimeout
+        When ``deadline`` passes while building.
+    """
     formulation = build_formulation(problem, problem.simulator.evaluate(start).makespan)
-    built = MilpModel(formulation)
-    built.vars.warm_start(*formulation.warm_start(start))
-    return formulation, built
+    if deadline is not None:
+        deadline.check("formulation")
+    built = MilpModel(formulation, deadline)
+    if deadline is not None:
+        deadline.check("warm start")
+    values = built.vars.warm_start(*formulation.warm_start(start))
+    return BuiltMilp(formulation, built, values)
 
 
 def check_engine(engine: str) -> None:
     """Refuse, naming how to install it, a MIP solver Pyomo cannot reach."""
     if engine == "highs":
-        from pyomo.contrib.solver.solvers.highs import Highs
-
-        if not Highs().available():
+        try:
+            import highspy  # noqa: F401
+        except ImportError:
             raise InputError(
                 "--solver",
                 f"milp:highs is not available; install it with: {INSTALL_HINTS['highs']}",
-            )
+            ) from None
         return
     try:
         solver = pyo.SolverFactory(engine)
@@ -424,100 +766,186 @@ def check_engine(engine: str) -> None:
 _highs_threads: int | None = None
 
 
-def _solve_highs(built: MilpModel, options: SolveOptions, time_limit: float, tee: bool):
-    from pyomo.contrib.solver.common.results import TerminationCondition
-    from pyomo.contrib.solver.solvers.highs import Highs
+def new_highs():
+    """A ``highspy.Highs`` without its banner on stdout, with its log off the console."""
+    import highspy
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            highs = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    # The log stays on (the MIP logging callbacks need it) but off the console.
+    highs.setOptionValue("output_flag", True)
+    highs.setOptionValue("log_to_console", False)
+    return highs
+
+
+@dataclass
+class MipOutcome:
+    """What a MIP solver returned (objective and bound in seconds)."""
+
+    values: np.ndarray | None
+    optimal: bool
+    infeasible: bool
+    bound: float | None
+    incumbent: float | None
+    termination: str
+    interrupted: bool = False
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def _solve_highs(built: BuiltMilp, options: SolveOptions, deadline: Deadline) -> MipOutcome:
+    """Solve with HiGHS through highspy, starting from the warm-start solution."""
+    import highspy
 
     global _highs_threads
     if _highs_threads is None:
         _highs_threads = options.threads
-    results = Highs().solve(
-        built.model,
-        tee=[sys.stderr] if tee else False,
-        time_limit=max(0.1, time_limit),
-        threads=_highs_threads,
-        rel_gap=options.gap,
-        load_solutions=False,
-        raise_exception_on_nonoptimal_result=False,
-    )
-    has_solution = results.incumbent_objective is not None
-    if has_solution:
-        results.solution_loader.load_vars()
-    optimal = results.termination_condition == TerminationCondition.convergenceCriteriaSatisfied
-    infeasible = results.termination_condition == TerminationCondition.provenInfeasible
-    return (
-        has_solution,
-        optimal,
-        infeasible,
-        results.objective_bound,
-        results.incumbent_objective,
-        str(results.termination_condition),
+    highs = new_highs()
+    if options.verbose:
+        highs.cbLogging.subscribe(lambda event: sys.stderr.write(event.message))
+    highs.setOptionValue("threads", _highs_threads)
+    highs.setOptionValue("mip_rel_gap", options.gap)
+    highs.setOptionValue("random_seed", options.seed)
+    model = built.milp.model
+    model.to_highs(highs)
+    deadline.check("passing the model to HiGHS")
+    columns = model.num_columns
+    highs.setSolution(columns, np.arange(columns, dtype=np.int32), built.start_values)
+    progress = options.progress
+
+    def improved(event) -> None:
+        progress.update(
+            best=_finite(event.data_out.objective_function_value),
+            bound=_finite(event.data_out.mip_dual_bound),
+        )
+
+    def logged(event) -> None:
+        progress.update(
+            best=_finite(event.data_out.mip_primal_bound),
+            bound=_finite(event.data_out.mip_dual_bound),
+        )
+
+    highs.cbMipImprovingSolution.subscribe(improved)
+    highs.cbMipLogging.subscribe(logged)
+    highs.setOptionValue("time_limit", max(0.05, deadline.remaining() - RESERVE_S))
+    highs.HandleKeyboardInterrupt = True
+    highs.solve()
+    status = highs.getModelStatus()
+    info = highs.getInfo()
+    feasible = info.primal_solution_status == highspy.SolutionStatus.kSolutionStatusFeasible
+    values = np.array(highs.getSolution().col_value) if feasible else None
+    return MipOutcome(
+        values=values,
+        optimal=status == highspy.HighsModelStatus.kOptimal,
+        infeasible=status == highspy.HighsModelStatus.kInfeasible,
+        bound=_finite(info.mip_dual_bound),
+        incumbent=_finite(info.objective_function_value) if feasible else None,
+        termination=highs.modelStatusToString(status),
+        interrupted=status
+        in (highspy.HighsModelStatus.kInterrupt, highspy.HighsModelStatus.kHighsInterrupt),
     )
 
 
 def _solve_pyomo(
-    built: MilpModel, engine: str, options: SolveOptions, time_limit: float, tee: bool
-):
+    built: BuiltMilp, engine: str, options: SolveOptions, deadline: Deadline
+) -> MipOutcome:
+    """Solve the Pyomo model with ``engine`` (any MIP solver Pyomo reaches)."""
     from pyomo.opt import SolverStatus, TerminationCondition
 
+    model, columns = built.milp.model.to_pyomo(built.start_values)
     solver = pyo.SolverFactory(engine)
     names = SOLVER_OPTION_NAMES.get(engine)
+    remaining = max(1.0, deadline.remaining() - RESERVE_S)
     if names is not None:
-        for name, value in zip(
-            names, (max(1.0, time_limit), options.threads, options.gap), strict=True
-        ):
+        for name, value in zip(names, (remaining, options.threads, options.gap), strict=True):
             if name is not None:
                 solver.options[name] = value
-    kwargs = {"tee": tee, "load_solutions": False}
+    kwargs = {"tee": options.verbose, "load_solutions": False}
     if solver.warm_start_capable():
         kwargs["warmstart"] = True
-    results = solver.solve(built.model, **kwargs)
+    results = solver.solve(model, **kwargs)
     has_solution = len(results.solution) > 0 and results.solver.status in (
         SolverStatus.ok,
         SolverStatus.warning,
     )
+    values = None
     if has_solution:
-        built.model.solutions.load_from(results)
+        model.solutions.load_from(results)
+        values = np.array([pyo.value(column, exception=False) or 0.0 for column in columns])
     condition = results.solver.termination_condition
     bound = results.problem.lower_bound
     bound = None if bound is None or abs(bound) == float("inf") else float(bound)
-    incumbent = pyo.value(built.model.objective) if has_solution else None
-    return (
-        has_solution,
-        condition == TerminationCondition.optimal,
-        condition == TerminationCondition.infeasible,
-        bound,
-        incumbent,
-        str(condition),
+    return MipOutcome(
+        values=values,
+        optimal=condition == TerminationCondition.optimal,
+        infeasible=condition == TerminationCondition.infeasible,
+        bound=bound,
+        incumbent=pyo.value(model.objective) if has_solution else None,
+        termination=str(condition),
     )
 
 
 def solve_with_start(
     problem: Problem, options: SolveOptions, start: Plan, time_limit: float, engine: str = "highs"
 ) -> Result:
-    """Build the MILP from ``start``, solve it with ``engine`` and check the plan by simulation."""
+    """Build the MILP from ``start``, solve it with ``engine`` and check the plan by simulation.
+
+    The build and the solve share ``time_limit``. The result is never worse
+    than ``start``: when the limit passes before the MIP solver runs, or it
+    returns no plan (or a worse one), ``start`` is reported with the best
+    bound known (FEASIBLE, or OPTIMAL if the bound proves it).
+    """
     started = time.perf_counter()
+    deadline = Deadline(time_limit)
     label = "milp" if engine == "highs" else f"milp:{engine}"
-    formulation, built = build_model(problem, start)
-    tee = isinstance(options.progress, TerminalProgress)
-    if tee:
-        options.progress.close()  # the solver's own log shows incumbent, bound and gap
-    remaining = time_limit - (time.perf_counter() - started)
-    if engine == "highs":
-        outcome = _solve_highs(built, options, remaining, tee)
-    else:
-        outcome = _solve_pyomo(built, engine, options, remaining, tee)
-    has_solution, optimal, infeasible, bound, incumbent, condition = outcome
-    stats = {
-        **built.sizes(),
-        **formulation.stats,
-        "engine": engine,
-        "termination": condition,
-        "heuristic_start_makespan": formulation.upper_bound,
-        "milp_objective_s": incumbent,
-        "milp_bound_s": bound,
-    }
-    if infeasible:
+    start_makespan = problem.simulator.evaluate(start).makespan
+    options.progress.update(best=start_makespan, bound=problem.bounds.best)
+    stats: dict = {"engine": engine, "heuristic_start_makespan": start_makespan}
+
+    def start_result(bound: float | None, message: str) -> Result:
+        stats["returned_start"] = True
+        return plan_result(
+            problem,
+            label,
+            start,
+            started,
+            bound=bound,
+            requested_gap=options.gap,
+            stats=stats,
+            message=message,
+        )
+
+    try:
+        built = build_model(problem, start, deadline)
+        stats.update(built.milp.sizes())
+        stats.update(built.formulation.stats)
+        stats["build_s"] = time.perf_counter() - started
+        if engine == "highs":
+            outcome = _solve_highs(built, options, deadline)
+        else:
+            outcome = _solve_pyomo(built, engine, options, deadline)
+    except BuildTimeout as exc:
+        stats["build_s"] = time.perf_counter() - started
+        return start_result(
+            None,
+            f"time limit reached while building the MILP (at {exc.args[0] or 'start'}); "
+            "the warm-start plan is reported",
+        )
+    stats.update(
+        termination=outcome.termination,
+        milp_objective_s=outcome.incumbent,
+        milp_bound_s=outcome.bound,
+    )
+    if outcome.infeasible:
         return Result(
             Status.ERROR,
             label,
@@ -525,21 +953,42 @@ def solve_with_start(
             wall_time=time.perf_counter() - started,
             stats=stats,
             message="the MIP solver reports infeasible although a feasible plan was the start",
+            requested_gap=options.gap,
         )
-    if not has_solution:
-        return plan_result(
-            problem, label, None, started, bound=bound, stats=stats, message="no plan found in time"
+    note = "interrupted: best plan so far" if outcome.interrupted else ""
+    if outcome.values is None or outcome.incumbent is None:
+        return start_result(
+            outcome.bound,
+            note
+            or f"the MIP solver found no plan ({outcome.termination.lower()}); "
+            "the warm-start plan is reported",
         )
-    plan = formulation.plan_from_choice(*built.vars.chosen())
+    f = built.formulation
+    plan = f.plan_from_choice(*built.milp.vars.chosen(outcome.values))
     result = plan_result(
-        problem, label, plan, started, bound=bound, proven_optimal=optimal, stats=stats
+        problem,
+        label,
+        plan,
+        started,
+        bound=outcome.bound,
+        requested_gap=options.gap,
+        stats=stats,
+        message=note,
     )
-    tolerance = formulation.rounding_tolerance() + 1e-6 * max(1.0, incumbent)
-    if result.makespan is not None and abs(result.makespan - incumbent) > tolerance:
+    tolerance = f.rounding_tolerance() + 1e-6 * max(1.0, outcome.incumbent)
+    if result.makespan is not None and abs(result.makespan - outcome.incumbent) > tolerance:
         result.status = Status.ERROR
         result.message = (
-            f"MILP objective {incumbent:.6f} s differs from its simulated plan "
+            f"MILP objective {outcome.incumbent:.6f} s differs from its simulated plan "
             f"{result.makespan:.6f} s by more than the time-unit tolerance {tolerance:.2e} s"
+        )
+        return result
+    stats["solver_plan_makespan_s"] = result.stats["solver_plan_makespan_s"] = result.makespan
+    if result.makespan is not None and start_makespan < result.makespan:
+        # Flooring lets the model rank plans a rounding error apart either way.
+        return start_result(
+            outcome.bound,
+            note or "the MILP plan simulates slower than the warm start, which is reported",
         )
     return result
 
@@ -556,7 +1005,14 @@ def solve(problem: Problem, options: SolveOptions, engine: str = "highs") -> Res
         return infeasible
     start = warm_start_plan(problem, options)
     if start is None:
-        return plan_result(problem, label, None, started, message="no heuristic plan to start from")
+        return plan_result(
+            problem,
+            label,
+            None,
+            started,
+            requested_gap=options.gap,
+            message="no heuristic plan to start from",
+        )
     remaining = options.time_limit - (time.perf_counter() - started)
     result = solve_with_start(problem, options, start, remaining, engine)
     result.wall_time = time.perf_counter() - started

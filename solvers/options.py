@@ -24,6 +24,8 @@ class SolveOptions:
         within that tolerance (0 = exact).
     progress
         Where live progress goes.
+    verbose
+        Show the exact solver's own log (HiGHS, CP-SAT) on stderr.
     """
 
     time_limit: float = 60.0
@@ -31,3 +33,4 @@ class SolveOptions:
     seed: int = 0
     gap: float = 0.0
     progress: SilentProgress = field(default_factory=SilentProgress)
+    verbose: bool = False

@@ -106,6 +106,43 @@ class TerminalProgress(SilentProgress):
         self._live.stop()
 
 
+def finish_history(
+    history: list[tuple[float, float]], makespan: float | None, at: float
+) -> list[tuple[float, float]]:
+    """The incumbent history of a result, ending at its reported (simulated) makespan.
+
+    Parameters
+    ----------
+    history
+        ``(seconds, makespan)`` incumbents as the backends reported them; an
+        exact backend reports its model's objective, which may sit up to the
+        rounding tolerance below the simulation of its plan.
+    makespan
+        The result's simulated makespan (None: no plan, history kept as is).
+    at
+        Seconds at which the result was reported (the time of a final entry
+        the history lacks).
+
+    Returns
+    -------
+    list of (float, float)
+        Sorted by time, strictly improving, no value below ``makespan`` (a
+        solver objective under it is raised to it: that incumbent's plan
+        simulates at no less), and the last value is ``makespan``.
+    """
+    entries = sorted(history)
+    if makespan is None:
+        return entries
+    finished: list[tuple[float, float]] = []
+    for when, value in entries:
+        value = max(value, makespan)
+        if not finished or value < finished[-1][1]:
+            finished.append((when, value))
+    if not finished or finished[-1][1] != makespan:
+        finished.append((max(at, finished[-1][0]) if finished else at, makespan))
+    return finished
+
+
 def make_progress(label: str, k_eval: int, quiet: bool) -> SilentProgress:
     """A terminal display when stderr is a terminal and not quiet, else a silent recorder."""
     if not quiet and sys.stderr.isatty():

@@ -47,7 +47,7 @@ def test_two_instance_suite_writes_results_summary_and_plots(tmp_path, capsys):
     assert tuple(rows[0]) == COLUMNS
     for row in rows:
         assert row["status"] in ("FEASIBLE", "OPTIMAL")
-        assert float(row["step_time"]) > 0 and float(row["wall_time_s"]) >= 0
+        assert float(row["step_time_s"]) > 0 and float(row["wall_time_s"]) >= 0
         assert row["gap_to_best_bound"] != ""
         assert float(row["time_to_first_plan_s"]) <= float(row["wall_time_s"]) + 1e-9
     exhaustive = [r for r in rows if r["solver"] == "exhaustive"]
@@ -95,7 +95,7 @@ def test_rerun_resumes_skipping_finished_cells(tmp_path, capsys):
     assert "1 cells to run (1 already in" in printed
     rows = _rows(out)
     assert len(rows) == 2
-    assert rows[0]["step_time"] == first[0]["step_time"]
+    assert rows[0]["step_time_s"] == first[0]["step_time_s"]
     assert {r["solver"] for r in rows} == {"greedy", "concurrent"}
 
 
@@ -109,7 +109,7 @@ def test_a_row_cut_by_a_crash_is_ignored_and_rerun(tmp_path):
             "repeat": 0,
             "seed": 0,
             "status": "FEASIBLE",
-            "step_time": 1.0,
+            "step_time_s": 1.0,
         }
     )
     with open(store.csv_path, "a") as handle:
@@ -125,9 +125,9 @@ def test_summary_gaps_geometric_mean_and_wins():
             "solver": "s1",
             "repeat": 0,
             "status": "FEASIBLE",
-            "makespan": 100.0,
-            "step_time": 50.0,
-            "bound": 80.0,
+            "makespan_s": 100.0,
+            "step_time_s": 50.0,
+            "bound_makespan_s": 80.0,
             "wall_time_s": 1.0,
         },
         {
@@ -135,9 +135,9 @@ def test_summary_gaps_geometric_mean_and_wins():
             "solver": "s2",
             "repeat": 0,
             "status": "FEASIBLE",
-            "makespan": 120.0,
-            "step_time": 60.0,
-            "bound": 90.0,
+            "makespan_s": 120.0,
+            "step_time_s": 60.0,
+            "bound_makespan_s": 90.0,
             "wall_time_s": 1.0,
         },
     ]

@@ -21,9 +21,9 @@ def record(instance: str, solver: str, makespan: float, bound: float, history) -
         "solver": solver,
         "repeat": 0,
         "status": "FEASIBLE",
-        "makespan": makespan,
-        "step_time": makespan / 2,
-        "bound": bound,
+        "makespan_s": makespan,
+        "step_time_s": makespan / 2,
+        "bound_makespan_s": bound,
         "wall_time_s": 1.0,
         "history": history,
     }

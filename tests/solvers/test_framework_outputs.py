@@ -20,7 +20,15 @@ def test_solve_writes_framework_settings(tmp_path, capsys):
     assert "## Framework settings" in report
     assert "gpu_memory_utilization" in report and "Where to set it:" in report
     result = json.loads((out / "result.json").read_text())
-    for key in ("status", "solver", "makespan", "step_time", "bound", "gap", "stats"):
+    for key in (
+        "status",
+        "solver",
+        "makespan_s",
+        "step_time_s",
+        "bound_makespan_s",
+        "gap",
+        "stats",
+    ):
         assert key in result
     framework = result["framework"]
     plan = json.loads((out / "plan.json").read_text())

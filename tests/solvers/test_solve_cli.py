@@ -39,10 +39,19 @@ def test_solve_writes_every_output_and_exit_0(tmp_path, capsys):
     ]
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "OPTIMAL"
-    for key in ("solver", "makespan", "step_time", "bound", "gap", "wall_time_s", "stats"):
+    for key in (
+        "solver",
+        "makespan_s",
+        "step_time_s",
+        "bound_makespan_s",
+        "bound_step_s",
+        "gap",
+        "wall_time_s",
+        "stats",
+    ):
         assert key in result
     trace = json.loads((out / "trace.json").read_text())
-    assert trace["makespan"] == result["makespan"]
+    assert trace["makespan"] == result["makespan_s"]
     report = (out / "report.md").read_text()
     assert "| status | OPTIMAL |" in report and "actor.train" in report and "Staleness" in report
     assert not [name for name in os.listdir(tmp_path) if name.startswith(".staging")]
