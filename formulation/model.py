@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, field
 
 from rpeg.blocks import Block
-from rpeg.candidates import Candidate
+from rpeg.candidates import Candidate, CandidateDirectory
 from rpeg.context import Problem
 from rpeg.plan import Placement, Plan, make_staleness
 
@@ -75,6 +75,8 @@ class Formulation:
     memory_capacity: int
     gpu_units: tuple[tuple[int, int], ...]
     upper_bound: float
+    #: Vertex whose block is fixed to start at GPU 0 (symmetry breaking), or None.
+    symmetry_root: int | None = None
     stats: dict = field(default_factory=dict)
     _elsewhere: dict = field(default_factory=dict, repr=False)
     _covering: dict = field(default_factory=dict, repr=False)
@@ -363,8 +365,32 @@ class Formulation:
             order = tuple((r % self.num_vertices, r // self.num_vertices) for r in runs)
         return Plan(placements, make_staleness(staleness), order)
 
+    def canonical(self, plan: Plan) -> Plan:
+        """``plan`` mirrored so that the symmetry root's block starts at GPU 0.
+
+        The mirror ``i -> i ^ mask`` is a symmetry of the cluster (see
+        :attr:`rpeg.blocks.Cluster.xor_symmetric`), so the mirrored plan has
+        the same simulated makespan and memory; without symmetry breaking the
+        plan is returned unchanged.
+        """
+        if self.symmetry_root is None:
+            return plan
+        mask = plan.placements[self.symmetry_root].block.start
+        if mask == 0:
+            return plan
+        cluster = self.problem.directory.cluster
+        placements = tuple(
+            Placement(cluster.mirror(p.block, mask), p.strategy) for p in plan.placements
+        )
+        return Plan(placements, plan.staleness, plan.order)
+
     def warm_start(self, plan: Plan) -> tuple[list[int], dict[str, int], list[int]]:
-        """(assignment index per vertex, staleness, start per run in units) of a plan."""
+        """(assignment index per vertex, staleness, start per run in units) of a plan.
+
+        The plan is first put in canonical form (:meth:`canonical`), so it
+        satisfies the symmetry breaking.
+        """
+        plan = self.canonical(plan)
         trace = self.problem.simulator.simulate(plan)
         chosen = [self.assignment_of(v, p) for v, p in enumerate(plan.placements)]
         starts = [0] * self.num_runs
@@ -387,11 +413,14 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
     # A path has at most `runs` runs and `runs` transfers; flooring each loses < 1 unit.
     unit = upper_bound * REL_ROUNDING / (2 * runs + 2)
     assignments: list[list[Assignment]] = []
+    root = symmetry_root(directory)
     for vertex, per_shape in enumerate(directory.options):
         items = []
         for shape, candidates in per_shape.items():
             # The vertex's blocks: block pins (placement.pin) are applied there.
             blocks = directory.blocks(vertex, shape)
+            if vertex == root:
+                blocks = tuple(block for block in blocks if block.start == 0)
             for block, candidate in itertools.product(blocks, candidates):
                 items.append(
                     Assignment(
@@ -433,9 +462,32 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
         memory_capacity=math.floor(directory.capacity),
         gpu_units=gpu_units,
         upper_bound=upper_bound,
+        symmetry_root=root,
     )
     formulation.stats = {
         "assignments": sum(len(items) for items in assignments),
         "time_unit_s": unit,
+        "symmetry_breaking": root is not None,
     }
     return formulation
+
+
+def symmetry_root(directory: CandidateDirectory) -> int | None:
+    """The vertex whose block may be fixed to start at GPU 0, or None.
+
+    When XOR-ing GPU indices is a symmetry of the cluster and no block pin
+    singles out positions (every vertex may use every block of each of its
+    shapes), any plan can be mirrored so that the generation vertex (the root
+    of every step's graph) starts at GPU 0, with the same makespan: fixing
+    that removes symmetric copies of every plan without losing the optimum.
+    """
+    cluster = directory.cluster
+    if not cluster.xor_symmetric:
+        return None
+    for vertex in range(len(directory.template.vertices)):
+        for shape in directory.options[vertex]:
+            if len(directory.blocks(vertex, shape)) != len(cluster.blocks_by_shape[shape]):
+                return None
+    targets = {edge.dst for edge in directory.template.data_edges}
+    roots = [v for v in range(len(directory.template.vertices)) if v not in targets]
+    return roots[0] if roots else None

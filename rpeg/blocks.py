@@ -143,6 +143,30 @@ class Cluster:
         return tuple(sorted(found.values(), key=lambda b: (b.start, -b.size)))
 
     @cached_property
+    def xor_symmetric(self) -> bool:
+        """Whether XOR-ing flat GPU indices with a constant is a symmetry of the cluster.
+
+        With power-of-two racks, nodes per rack and GPUs per node, the flat
+        index is the concatenation of the rack, node and GPU bits, every block
+        is an aligned dyadic range, and ``i -> i ^ mask`` maps blocks onto
+        blocks of the same shape while keeping which GPUs share a node or a
+        rack: lags, memory and GPU exclusivity are unchanged.
+        """
+        return all(
+            value & (value - 1) == 0
+            for value in (self.racks, self.nodes_per_rack, self.gpus_per_node)
+        )
+
+    @cached_property
+    def _block_at(self) -> dict[tuple[int, int], Block]:
+        return {(block.start, block.size): block for block in self.blocks}
+
+    def mirror(self, block: Block, mask: int) -> Block:
+        """The image of ``block`` under ``i -> i ^ mask`` (needs :attr:`xor_symmetric`)."""
+        start = block.start ^ (mask & ~(block.size - 1))
+        return self._block_at[(start, block.size)]
+
+    @cached_property
     def block_index(self) -> dict[tuple[tuple[int, int, int], tuple[int, int, int]], Block]:
         """Blocks of the plan space by (origin, extent)."""
         return {(block.origin, block.extent): block for block in self.blocks}
