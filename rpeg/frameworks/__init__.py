@@ -99,8 +99,9 @@ def locate_instance(plan_path: str) -> str:
 
     Looks, in order, for ``X.yaml`` beside a plan ``X.plan.json`` (the
     published runs), then, for the instance name the plan records,
-    ``NAME.yaml`` beside the plan, in ``instances/`` and its subfolders (of
-    the working folder and of this repository). A candidate is taken when
+    ``NAME.yaml`` beside the plan, in the working folder, and in
+    ``instances/`` and its subfolders (of the working folder and of this
+    repository). A candidate is taken when
     the plan records no fingerprint or its fingerprint matches.
 
     Parameters
@@ -127,6 +128,7 @@ def locate_instance(plan_path: str) -> str:
     if name is not None:
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         candidates.append(os.path.join(folder, f"{name}.yaml"))
+        candidates.append(os.path.join(os.getcwd(), f"{name}.yaml"))
         for top in dict.fromkeys((os.getcwd(), root)):
             candidates.append(os.path.join(top, "instances", f"{name}.yaml"))
             candidates += sorted(glob.glob(os.path.join(top, "instances", "*", f"{name}.yaml")))
