@@ -37,6 +37,11 @@ def test_exact_backend_proves_the_exhaustive_optimum(backend, name):
     assert result.makespan >= KNOWN_OPTIMA[name] * (1 - 1e-12)
     assert result.bound <= KNOWN_OPTIMA[name] * (1 + 1e-12)
     assert result.gap <= REL
+    # The backend's own bound, before any clipping to the reported makespan: a
+    # bound rounded up (or a lag left out) would exceed the oracle's optimum.
+    raw = result.stats.get("cp_bound_s", result.stats.get("milp_bound_s"))
+    assert raw is not None
+    assert raw <= KNOWN_OPTIMA[name] * (1 + 1e-12)
 
 
 @pytest.mark.parametrize("backend", sorted(EXACT))
