@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from compare.cells import Cell, instance_name
 from compare.executors import run_local, run_ray
+from compare.progressbar import progress_bar
 from compare.store import ResultStore
 from compare.summary import (
     fill_gaps,
@@ -34,34 +35,6 @@ class BenchmarkSettings:
     seed: int = 0
     ray_address: str | None = None
     quiet: bool = False
-
-
-def _progress(total: int, quiet: bool):
-    if quiet or not sys.stderr.isatty() or total == 0:
-        return None
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    progress = Progress(
-        TextColumn("compare"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=Console(file=sys.stderr),
-        transient=True,
-    )
-    progress.start()
-    progress.add_task("cells", total=total)
-    return progress
 
 
 def run_benchmark(settings: BenchmarkSettings) -> int:
@@ -112,7 +85,7 @@ def run_benchmark(settings: BenchmarkSettings) -> int:
         f"{len(cells)} cells to run ({skipped} already in {store.csv_path}), "
         f"{settings.time_limit:g} s each, {threads} solver thread(s) per cell"
     )
-    progress = _progress(len(cells), settings.quiet)
+    progress = progress_bar("compare", len(cells), settings.quiet)
     interrupted = False
     try:
         for record in stream:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import os
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from compare.progressbar import progress_bar
 from rpeg.errors import InputError
 from rpeg.instance import Instance, instance_fingerprint, parse_instance
 from rpeg.presets import expand_hardware
@@ -266,7 +266,7 @@ def run_variants(variants: list[Variant], settings: RunSettings, label: str) -> 
     else:
         workers = min(settings.workers, len(variants))
         stream = run_local(variants, settings.time_limit, threads, seeds, workers, solve_variant)
-    progress = _progress(label, len(variants), settings.quiet)
+    progress = progress_bar(label, len(variants), settings.quiet)
     try:
         for record in stream:
             if progress is not None:
@@ -275,31 +275,3 @@ def run_variants(variants: list[Variant], settings: RunSettings, label: str) -> 
     finally:
         if progress is not None:
             progress.stop()
-
-
-def _progress(label: str, total: int, quiet: bool) -> Any:
-    if quiet or not sys.stderr.isatty() or total == 0:
-        return None
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    progress = Progress(
-        TextColumn(label),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=Console(file=sys.stderr),
-        transient=True,
-    )
-    progress.start()
-    progress.add_task(label, total=total)
-    return progress
