@@ -36,6 +36,7 @@ from rpeg.plan import Plan
 from solvers.common import BuildTimeout, Deadline, plan_result, unplaceable_result
 from solvers.options import SolveOptions
 from solvers.result import Result, Status
+from solvers.templates import each_template
 
 #: Inner-loop iterations between two deadline checks while building.
 TICKS_PER_CHECK = 32
@@ -524,6 +525,7 @@ def solve_with_hint(
     return result
 
 
+@each_template("cpsat")  # AC-share: solve each template, keep the better
 def solve(problem: Problem, options: SolveOptions) -> Result:
     """CP-SAT warm-started from the better baseline improved by a short local search."""
     from solvers.local import warm_start_plan

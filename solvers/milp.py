@@ -57,6 +57,7 @@ from rpeg.plan import Plan
 from solvers.common import BuildTimeout, Deadline, plan_result, unplaceable_result
 from solvers.options import SolveOptions
 from solvers.result import Result, Status
+from solvers.templates import each_template
 
 GB = 1e9
 
@@ -993,6 +994,7 @@ def solve_with_start(
     return result
 
 
+@each_template("milp")  # AC-share: solve each template, keep the better
 def solve(problem: Problem, options: SolveOptions, engine: str = "highs") -> Result:
     """The MILP warm-started from the better baseline improved by a short local search."""
     from solvers.local import warm_start_plan
