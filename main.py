@@ -338,8 +338,7 @@ def command_solve(args: argparse.Namespace) -> int:
         shown = "" if result.gap is None else f", gap {result.gap:.4%}"
         what = "score" if result.lambda_ac is not None else "makespan"
         print(
-            f"bound        {result.bound_step:.4f} s per step "
-            f"({what} {result.bound:.4f} s){shown}"
+            f"bound        {result.bound_step:.4f} s per step ({what} {result.bound:.4f} s){shown}"
         )
     print("wrote " + ", ".join(written))
     if result.status.has_plan:

@@ -400,9 +400,25 @@ class Formulation:
                 starts[self.run(names.index(event.vertex), event.step)] = self.to_units(event.start)
         return chosen, plan.staleness_map, starts
 
+    def run_ends(self, chosen: list[int], starts: list[int]) -> list[int]:
+        """End (units) of every run, given assignment indices and run starts (units)."""
+        vertices = self.num_vertices
+        return [
+            start + self.assignments[run % vertices][chosen[run % vertices]].duration
+            for run, start in enumerate(starts)
+        ]
+
     def rounding_tolerance(self) -> float:
         """Largest difference (s) between a model schedule and its simulation."""
         return self.unit * (2 * self.num_runs + 2)
+
+    def simulation_tolerance(self, objective: float) -> float:
+        """How far (s) a backend's objective may lie from the simulated makespan of its plan.
+
+        The time-unit rounding (:meth:`rounding_tolerance`), plus a relative
+        1e-6 for a MIP solver's floating-point feasibility tolerance.
+        """
+        return self.rounding_tolerance() + 1e-6 * max(1.0, abs(objective))
 
 
 def build_formulation(problem: Problem, upper_bound: float) -> Formulation:

@@ -63,9 +63,7 @@ class Problem:
         if found is None:
             instance = self.instance.restricted(template)
             fused = template == FUSED
-            found = Problem(
-                instance, self.directory.variant(fused), self.simulator.variant(fused)
-            )
+            found = Problem(instance, self.directory.variant(fused), self.simulator.variant(fused))
             found._variants = self._variants
             self._variants[template] = found
         return found

@@ -142,9 +142,11 @@ def merge_templates(first: dict | None, second: dict | None) -> dict | None:
         if a is None or b is None:
             merged[template] = dict(a or b)
             continue
-        better = a if b["score_s"] is None or (
-            a["score_s"] is not None and a["score_s"] <= b["score_s"]
-        ) else b
+        better = (
+            a
+            if b["score_s"] is None or (a["score_s"] is not None and a["score_s"] <= b["score_s"])
+            else b
+        )
         bounds = [x["bound_s"] for x in (a, b) if x["bound_s"] is not None]
         merged[template] = {**better, "bound_s": max(bounds) if bounds else None}
     return merged

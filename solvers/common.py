@@ -234,9 +234,56 @@ def best_over_templates(
             continue
         plans[template] = build(variant.directory, variant.simulator)
     found = [plan for plan in plans.values() if plan is not None]
-    best = (
-        min(found, key=lambda plan: problem.simulator.evaluate(plan).score) if found else None
-    )
+    best = min(found, key=lambda plan: problem.simulator.evaluate(plan).score) if found else None
     if len(plans) == 1:
         return best, None
     return best, {name: template_summary(problem, plan) for name, plan in plans.items()}
+
+
+def infeasible_despite_start(
+    problem: Problem, solver: str, started: float, stats: dict, requested_gap: float
+) -> Result:
+    """ERROR: an exact backend calls its model infeasible although its warm start is a plan.
+
+    The warm start is a simulated, memory-feasible plan of the same plan
+    space, so this can only be a modelling error, and it is reported as one.
+    """
+    return Result(
+        Status.ERROR,
+        solver,
+        k_eval=problem.instance.k_eval,
+        wall_time=time.perf_counter() - started,
+        stats=stats,
+        message=f"{solver} reports the model infeasible although its warm start is a feasible plan",
+        requested_gap=requested_gap,
+    )
+
+
+def check_objective(result: Result, objective: float, tolerance: float, solver: str) -> bool:
+    """Mark ``result`` ERROR when the backend's objective disagrees with its simulated plan.
+
+    Parameters
+    ----------
+    result
+        The backend's plan, simulated (:func:`plan_result`).
+    objective
+        The backend's objective value for that plan (s).
+    tolerance
+        ``Formulation.simulation_tolerance(objective)``: the one tolerance of
+        every exact backend.
+    solver
+        Backend name, for the message.
+
+    Returns
+    -------
+    bool
+        Whether the two agree (the result is left unchanged then).
+    """
+    if result.makespan is None or abs(result.makespan - objective) <= tolerance:
+        return True
+    result.status = Status.ERROR
+    result.message = (
+        f"{solver} objective {objective:.6f} s differs from its simulated plan "
+        f"{result.makespan:.6f} s by more than the time-unit tolerance {tolerance:.2e} s"
+    )
+    return False

@@ -60,9 +60,7 @@ def improve(
     if switch:
         for template in problem.templates:
             state = search.best_by_template.get(template == FUSED)
-            templates[template] = template_summary(
-                problem, None if state is None else state.plan
-            )
+            templates[template] = template_summary(problem, None if state is None else state.plan)
         # The returned plan is its template's best.
         templates[outcome.plan.template] = template_summary(problem, outcome.plan)
     return outcome.plan, {
@@ -89,9 +87,7 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
         return plan_result(
             problem, "local", None, started, message="no baseline plan fits in memory to start from"
         )
-    options.progress.update(
-        best=problem.simulator.evaluate(start).score, bound=problem.score_bound
-    )
+    options.progress.update(best=problem.simulator.evaluate(start).score, bound=problem.score_bound)
     remaining = max(0.0, options.time_limit - (time.perf_counter() - started))
     plan, stats = improve(problem, start, options, remaining)
     message = "interrupted: best plan so far" if stats["interrupted"] else ""

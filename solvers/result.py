@@ -194,6 +194,7 @@ class Result:
         other = self.templates.get(other_name)
         if other is None:
             return summary
+
         def per_step(key: str) -> float | None:
             value = other.get(key)
             return None if value is None else value / self.k_eval
@@ -224,8 +225,10 @@ class Result:
         winner = summary["winner"]
         rows = [
             ("template", "—" if winner is None else f"{winner} ({names[winner]})"),
-            ("AC-share penalty lambda_ac", f"{summary['lambda_ac']:g} (fused score = step time x "
-             f"{factor:g})"),
+            (
+                "AC-share penalty lambda_ac",
+                f"{summary['lambda_ac']:g} (fused score = step time x {factor:g})",
+            ),
         ]
         if summary["score_step_s"] is not None:
             rows.append(("score per step (objective)", f"{summary['score_step_s']:.4f} s"))
@@ -237,8 +240,7 @@ class Result:
             rows.append((f"best {other['template']} plan", f"none found ({status})"))
         else:
             text = (
-                f"score {other['score_step_s']:.4f} s/step (step time "
-                f"{other['step_time_s']:.4f} s)"
+                f"score {other['score_step_s']:.4f} s/step (step time {other['step_time_s']:.4f} s)"
             )
             if summary["margin"] is not None:
                 text += f"; the {winner} plan scores {100 * summary['margin']:.2f}% lower"
@@ -256,9 +258,7 @@ class Result:
             return None
         words = f"{summary['winner']} won: score {summary['score_step_s']:.4f} s/step"
         if summary["winner"] == "ac_share":
-            words += (
-                f" (raw step {summary['step_time_s']:.4f} s x {1 + summary['lambda_ac']:.4g})"
-            )
+            words += f" (raw step {summary['step_time_s']:.4f} s x {1 + summary['lambda_ac']:.4g})"
         other = summary["other"]
         if other is None:
             return words + "; the other template's best plan is unknown to this solver"

@@ -224,9 +224,7 @@ class SimulatedAnnealing:
         return PARAMETER_MOVES[choice](current.plan, context, rng)
 
     def _record(self, best: SearchState, stop: StoppingCriterion) -> None:
-        self.statistics.history.append(
-            (stop.elapsed, self.statistics.evaluations, best.objective)
-        )
+        self.statistics.history.append((stop.elapsed, self.statistics.evaluations, best.objective))
 
     # -- polish --------------------------------------------------------------------------
 
