@@ -336,6 +336,8 @@ def command_solve(args: argparse.Namespace) -> int:
         print(f"template     {template}")
     if result.bound is not None:
         shown = "" if result.gap is None else f", gap {result.gap:.4%}"
+        if result.bound_proven_by is not None:
+            shown += f"; proven by {result.bound_proven_by}"
         what = "score" if result.lambda_ac is not None else "makespan"
         print(
             f"bound        {result.bound_step:.4f} s per step ({what} {result.bound:.4f} s){shown}"

@@ -32,6 +32,11 @@ class LowerBounds:
         """The larger (tighter) of the two."""
         return max(self.compute, self.critical_path)
 
+    @property
+    def source(self) -> str:
+        """Which of the two is :attr:`best`: ``critical_path`` or ``compute``."""
+        return "critical_path" if self.critical_path >= self.compute else "compute"
+
 
 def lower_bounds(directory: CandidateDirectory) -> LowerBounds:
     """Compute both lower bounds for an instance."""

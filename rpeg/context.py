@@ -87,6 +87,14 @@ class Problem:
             )
         return min(self.variant(template).score_bound for template in self.templates)
 
+    @property
+    def score_bound_source(self) -> str:
+        """The plan-independent bound :attr:`score_bound` is: ``critical_path`` or ``compute``."""
+        if len(self.templates) == 1:
+            return self.variant(self.templates[0]).bounds.source
+        weakest = min(self.templates, key=lambda template: self.variant(template).score_bound)
+        return self.variant(weakest).score_bound_source
+
     @classmethod
     def load(cls, path: str) -> Problem:
         """Load an instance file and build its problem."""

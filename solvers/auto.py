@@ -52,6 +52,7 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
     best_plan, best = local_plan, simulator.evaluate(local_plan).score
     stats["local_makespan"] = simulator.evaluate(local_plan).makespan
     bound = None
+    bound_source = None
     message = ""
     if local_stats["interrupted"]:
         message = "interrupted during the local search: best plan so far"
@@ -73,10 +74,10 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
                 message = f"CP-SAT result rejected ({exact.message}); local plan kept"
             elif exact.plan is None or exact.stats.get("returned_start"):
                 # CP-SAT handed back the local plan: its bound (if any) still counts.
-                bound = exact.bound
+                bound, bound_source = exact.bound, exact.bound_source
                 message = f"CP-SAT did not improve on the local plan ({exact.message})"
             else:
-                bound = exact.bound
+                bound, bound_source = exact.bound, exact.bound_source
                 if exact.score is not None and exact.score <= best:
                     best_plan, best = exact.plan, exact.score
             if exact.templates is not None:
@@ -106,6 +107,7 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
         stats=stats,
         message=message,
         templates=templates,
+        bound_source=bound_source,
     )
 
 

@@ -74,6 +74,7 @@ def plan_result(
     stats: dict | None = None,
     message: str = "",
     templates: dict | None = None,
+    bound_source: str | None = None,
 ) -> Result:
     """Simulate ``plan`` and package it with its verdict.
 
@@ -101,6 +102,11 @@ def plan_result(
     templates
         What the backend knows of each template of an AC-share problem
         (:attr:`Result.templates`).
+    bound_source
+        The method that proved ``bound`` (default: ``solver``). The result's
+        :attr:`Result.bound_source` names it only when its bound is the one
+        reported; otherwise the plan-independent bound's name
+        (``critical_path`` or ``compute``).
 
     Returns
     -------
@@ -112,8 +118,10 @@ def plan_result(
     """
     stats = dict(stats or {})
     best_bound = problem.score_bound
-    if bound is not None:
-        best_bound = max(best_bound, bound * problem.score_factor)
+    source = problem.score_bound_source
+    if bound is not None and bound * problem.score_factor > best_bound:
+        best_bound = bound * problem.score_factor
+        source = bound_source or solver
     k_eval = problem.instance.k_eval
     ac = _ac_fields(problem, templates)
     if plan is None:
@@ -122,6 +130,7 @@ def plan_result(
             solver,
             k_eval=k_eval,
             bound=best_bound,
+            bound_source=source,
             wall_time=time.perf_counter() - started,
             stats=stats,
             message=message or "no plan found within the limits",
@@ -138,6 +147,7 @@ def plan_result(
             makespan=trace.makespan,
             k_eval=k_eval,
             bound=best_bound,
+            bound_source=source,
             wall_time=time.perf_counter() - started,
             stats=stats,
             message=(
@@ -158,6 +168,7 @@ def plan_result(
         makespan=makespan,
         k_eval=k_eval,
         bound=best_bound,
+        bound_source=source,
         wall_time=time.perf_counter() - started,
         stats=stats,
         message=message,

@@ -89,6 +89,7 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
     bounded = "score per step" if result.lambda_ac is not None else "step time"
     lines += [
         f"| lower bound on the {bounded} | {_seconds(bound)} |",
+        f"| bound proven by | {result.bound_proven_by or '—'} |",
         f"| gap | {gap} |",
         f"| wall time | {result.wall_time:.2f} s |",
     ]

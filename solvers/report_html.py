@@ -75,6 +75,7 @@ def render_html_report(
     bounded = "score per step" if result.lambda_ac is not None else "step time"
     summary += [
         (f"lower bound on the {bounded}", _seconds(bound_step)),
+        ("bound proven by", result.bound_proven_by or "—"),
         ("gap", "—" if result.gap is None else f"{result.gap:.4%}"),
         ("wall time", f"{result.wall_time:.2f} s"),
     ]

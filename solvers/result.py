@@ -41,6 +41,16 @@ class Status(Enum):
         return self in (Status.OPTIMAL, Status.OPTIMAL_WITHIN_GAP, Status.FEASIBLE)
 
 
+#: How reports name the method that proved a bound (``Result.bound_source``).
+BOUND_SOURCE_WORDS = {
+    "critical_path": "the critical-path bound",
+    "compute": "the compute bound",
+    "cpsat": "CP-SAT",
+    "milp": "the MILP",
+    "exhaustive": "the exhaustive oracle",
+}
+
+
 def relative_gap(makespan: float | None, bound: float | None) -> float | None:
     """``(makespan - bound) / makespan``, at least 0; None without a plan or a bound."""
     if makespan is None or bound is None or makespan <= 0:
@@ -138,6 +148,14 @@ class Result:
     score_factor: float = 1.0
     templates: dict[str, dict[str, Any]] | None = None
     lambda_ac: float | None = None
+    bound_source: str | None = None
+
+    @property
+    def bound_proven_by(self) -> str | None:
+        """Who proved the reported bound, in words (None without a bound)."""
+        if self.bound is None or self.bound_source is None:
+            return None
+        return BOUND_SOURCE_WORDS.get(self.bound_source, self.bound_source)
 
     @property
     def step_time(self) -> float | None:
@@ -310,6 +328,7 @@ class Result:
             "score_step_s": self.score_step,
             "bound_makespan_s": self.bound,
             "bound_step_s": self.bound_step,
+            "bound_source": self.bound_source,
             "gap": self.gap,
             "optimality_tolerance": OPTIMALITY_TOLERANCE,
             "requested_gap": self.requested_gap,

@@ -89,6 +89,9 @@ def solve_templates(
     with_plan = [r for r in results.values() if r.status.has_plan and r.plan is not None]
     bounds = [_score_bound(r) for r in results.values()]
     bound = min(bounds) if all(b is not None for b in bounds) else None
+    # The smaller bound is the one reported: the method that proved it is named.
+    weakest = min(results.values(), key=lambda r: _score_bound(r) or 0.0)
+    bound_source = None if bound is None else weakest.bound_source
     summaries = _summaries(results)
     per_template_stats = {
         template: {
@@ -108,6 +111,7 @@ def solve_templates(
             name,
             k_eval=problem.instance.k_eval,
             bound=None if infeasible or bound is None or math.isinf(bound) else bound,
+            bound_source=None if infeasible or bound is None or math.isinf(bound) else bound_source,
             wall_time=wall,
             stats={"templates": per_template_stats},
             message=messages or "no plan found within the limits",
@@ -132,6 +136,7 @@ def solve_templates(
         makespan=best.makespan,
         k_eval=best.k_eval,
         bound=bound,
+        bound_source=bound_source,
         wall_time=wall,
         stats={**best.stats, "templates": per_template_stats},
         message=message,
