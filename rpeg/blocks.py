@@ -102,6 +102,7 @@ class Cluster:
         self.min_block_gpus = min_block_gpus
         self.num_gpus = hardware.num_gpus
         self.gpus_per_rack = hardware.gpus_per_rack
+        self._group_levels: dict[tuple, tuple[str, str, str]] = {}
 
     def flat_index(self, rack: int, node: int, gpu: int) -> int:
         """Flat index of GPU (rack, node, gpu)."""
@@ -247,8 +248,19 @@ class Cluster:
         """Worst level of the tp, pp and dp groups of a strategy on a block shape.
 
         Ranks are ordered tp fastest, then pp, then dp. Blocks are aligned, so
-        the levels are computed as if the block started at GPU 0.
+        the levels are computed as if the block started at GPU 0; they are
+        cached per (shape, dp, pp, tp), which many candidates share.
         """
+        key = (extent, dp, pp, tp)
+        found = self._group_levels.get(key)
+        if found is None:
+            found = self._group_levels[key] = self._compute_group_levels(extent, dp, pp, tp)
+        return found
+
+    def _compute_group_levels(
+        self, extent: tuple[int, int, int], dp: int, pp: int, tp: int
+    ) -> tuple[str, str, str]:
+        """:meth:`group_levels` without the cache (a strategy's ranks, one by one)."""
         size = extent[0] * extent[1] * extent[2]
         if size <= self.gpus_per_node:
             return ("g", "g", "g")
