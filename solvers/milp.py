@@ -76,7 +76,7 @@ from solvers.templates import each_template
 GB = 1e9
 
 #: Rows added between two deadline checks while building.
-CHECK_EVERY_ROWS = 256
+CHECK_EVERY_ROWS = 16
 
 #: Seconds kept after the MIP solver stops, to read its plan back and simulate it.
 RESERVE_S = 0.2
