@@ -26,6 +26,8 @@ import sys
 import tempfile
 import time
 
+from rpeg.errors import InputError
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: Backends measured by default (``exhaustive`` refuses large plan spaces at once).
@@ -73,6 +75,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m compare.limitbench", description=__doc__)
     parser.add_argument("instances", nargs="+")
     parser.add_argument("--solvers", default=DEFAULT_SOLVERS)
+    parser.add_argument(
+        "--gpus",
+        default=None,
+        help="re-shape every instance to these GPU counts, as `pareto` does (e.g. 8,64,1024)",
+    )
+    parser.add_argument(
+        "--k-eval", default=None, help="and set optimizer.k_eval to each of these (e.g. 1,8)"
+    )
     parser.add_argument("--time-limit", type=float, default=5.0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
@@ -97,12 +107,65 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     solvers = [name.strip() for name in args.solvers.split(",") if name.strip()]
     limit = args.time_limit
+    with tempfile.TemporaryDirectory(prefix="limitbench-variants-") as folder:
+        try:
+            instances = scale_variants(args.instances, args.gpus, args.k_eval, folder)
+        except InputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return _run(instances, solvers, limit, args)
+
+
+def scale_variants(
+    paths: list[str], gpus: str | None, k_eval: str | None, folder: str
+) -> list[str]:
+    """The instance files to run: ``paths`` as given, or re-shaped variants written to ``folder``.
+
+    With ``gpus``, each instance is re-shaped to each count (nodes keep their
+    width, as in ``main.py pareto``); with ``k_eval``, each variant also gets
+    each ``optimizer.k_eval``. Variant files are named
+    ``<instance>-<gpus>gpu-k<k_eval>.yaml``.
+    """
+    if gpus is None and k_eval is None:
+        return list(paths)
+    import yaml
+
+    from compare.pareto import plan_points
+    from compare.shapes import parse_counts
+
+    k_values = parse_counts(k_eval, "--k-eval") if k_eval is not None else [None]
+    written = []
+    for path in paths:
+        name = os.path.splitext(os.path.basename(path))[0]
+        if gpus is None:
+            with open(path, encoding="utf-8") as handle:
+                texts = [(None, handle.read())]
+        else:
+            texts = [
+                (point.gpus, point.variant.text)
+                for point in plan_points(path, parse_counts(gpus), None)
+            ]
+        for count, text in texts:
+            for k in k_values:
+                document = yaml.safe_load(text)
+                if k is not None:
+                    document.setdefault("optimizer", {})["k_eval"] = k
+                label = name + (f"-{count}gpu" if count else "") + (f"-k{k}" if k else "")
+                target = os.path.join(folder, f"{label}.yaml")
+                with open(target, "w", encoding="utf-8") as handle:
+                    yaml.safe_dump(document, handle, sort_keys=False)
+                written.append(target)
+    return written
+
+
+def _run(instances: list[str], solvers: list[str], limit: float, args) -> int:
+    """Run every (instance, solver) and print the table; 0 when every run kept its limit."""
     print(
-        f"{'instance':<24} {'solver':<11} {'limit s':>7} {'status':<10} {'solve s':>8} "
+        f"{'instance':<34} {'solver':<11} {'limit s':>7} {'status':<10} {'solve s':>8} "
         f"{'overshoot':>9} {'process s':>9} {'outside s':>9}"
     )
     failures = []
-    for path in args.instances:
+    for path in instances:
         name = os.path.splitext(os.path.basename(path))[0]
         for solver in solvers:
             row = run_one(path, solver, limit, args.threads)
@@ -110,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             overshoot = None if solve is None else (solve - limit) / limit
             outside = None if solve is None else row["process"] - solve
             print(
-                f"{name:<24} {solver:<11} {limit:>7g} {row['status']:<10} "
+                f"{name:<34} {solver:<11} {limit:>7g} {row['status']:<10} "
                 f"{'—' if solve is None else f'{solve:.2f}':>8} "
                 f"{'—' if overshoot is None else f'{overshoot:+.1%}':>9} "
                 f"{row['process']:>9.2f} {'—' if outside is None else f'{outside:.2f}':>9}",
