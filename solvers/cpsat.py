@@ -28,6 +28,7 @@ a symmetry of the cluster) is part of the formulation
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -380,6 +381,13 @@ class _Progress(cp_model.CpSolverSolutionCallback):
         )
 
 
+#: With exactly two workers CP-SAT would run its default worker and a
+#: first-solution/LNS helper; the warm start already is a good plan, and what
+#: a proof lacks is bound, so the second worker is the one with the strongest
+#: LP relaxation instead.
+TWO_WORKERS = 2
+TWO_WORKER_SUBSOLVERS = ("default_lp", "max_lp")
+
 #: Seconds kept after CP-SAT stops, to read its plan back and simulate it.
 RESERVE_S = 0.2
 
@@ -437,6 +445,9 @@ def solve_with_hint(
     solver.parameters.use_timetabling_in_no_overlap_2d = True
     solver.parameters.use_energetic_reasoning_in_no_overlap_2d = True
     solver.parameters.use_area_energetic_reasoning_in_no_overlap_2d = True
+    if options.threads == TWO_WORKERS and os.environ.get("RLPLAN_CPSAT_DEFAULT_WORKERS") != "1":
+        for name in TWO_WORKER_SUBSOLVERS:
+            solver.parameters.subsolvers.append(name)
     if options.verbose:
         solver.parameters.log_search_progress = True
         solver.parameters.log_to_stdout = False
@@ -452,6 +463,7 @@ def solve_with_hint(
             "branches": solver.NumBranches(),
             "conflicts": solver.NumConflicts(),
             "first_solution_s": callback.first_solution_time,
+            "cp_deterministic_time": solver.deterministic_time,
         }
     )
     if status == cp_model.INFEASIBLE:
