@@ -30,6 +30,7 @@ from collections.abc import Callable
 from ortools.sat.python import cp_model
 
 from formulation import Formulation, build_formulation
+from rpeg import stop
 from rpeg.context import Problem
 from rpeg.instance import LEVELS
 from rpeg.plan import Plan
@@ -474,7 +475,8 @@ def solve_with_hint(
         solver.parameters.log_to_stdout = False
         solver.log_callback = lambda line: print(line, file=sys.stderr)
     callback = _Progress(built.vars, formulation.unit, options)
-    status = solver.Solve(built.model, callback)
+    with stop.on_stop(solver.StopSearch):
+        status = solver.Solve(built.model, callback)
     stats.update(
         {
             **built.sizes(),

@@ -39,6 +39,7 @@ result is the warm-start plan with the best bound known.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import sys
@@ -50,6 +51,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from formulation import Formulation, build_formulation
+from rpeg import stop
 from rpeg.context import Problem
 from rpeg.errors import InputError
 from rpeg.instance import LEVELS
@@ -751,11 +753,18 @@ def check_engine(engine: str) -> None:
                 f"milp:highs is not available; install it with: {INSTALL_HINTS['highs']}",
             ) from None
         return
+    # Pyomo logs a warning and a traceback for an unknown name before returning
+    # an unusable solver; the one line below says it all.
+    pyomo_log = logging.getLogger("pyomo")
+    level = pyomo_log.level
+    pyomo_log.setLevel(logging.CRITICAL + 1)
     try:
         solver = pyo.SolverFactory(engine)
         available = solver is not None and solver.available(exception_flag=False)
     except Exception:
         available = False
+    finally:
+        pyomo_log.setLevel(level)
     if not available:
         hint = INSTALL_HINTS.get(engine, "install it so that Pyomo's SolverFactory can find it")
         raise InputError("--solver", f"MIP solver {engine!r} is not available to Pyomo; {hint}")
@@ -838,6 +847,7 @@ def _solve_highs(built: BuiltMilp, options: SolveOptions, deadline: Deadline) ->
     highs.cbMipLogging.subscribe(logged)
     highs.setOptionValue("time_limit", max(0.05, deadline.remaining() - RESERVE_S))
     highs.HandleKeyboardInterrupt = True
+    stop.attach_highs(highs)
     highs.solve()
     status = highs.getModelStatus()
     info = highs.getInfo()
