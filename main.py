@@ -57,7 +57,8 @@ def check_option(
     if value is None:
         return
     if not math.isfinite(value) or not low <= value <= high:
-        raise InputError(option, f"must be {what} from {low:g} to {high:g}, got {value}")
+        span = " to ".join(str(int(x)) if float(x).is_integer() else f"{x:g}" for x in (low, high))
+        raise InputError(option, f"must be {what} from {span}, got {value}")
 
 
 def check_time_limit(value: float | None, option: str = "--time-limit") -> None:
@@ -286,13 +287,22 @@ def command_solve(args: argparse.Namespace) -> int:
             options.progress.close()
         if stop.requested():
             result.stats["interrupted_by"] = stop.reason()
-            note = f"interrupted by {stop.reason()}: best plan so far"
-            if not result.message.startswith("interrupted"):
+            said = f"interrupted by {stop.reason()}"
+            if result.message.startswith("interrupted"):
+                result.message = said + result.message.removeprefix("interrupted")
+            else:
+                note = f"{said}: best plan so far"
                 result.message = f"{note}; {result.message}" if result.message else note
         result.stats["incumbent_history"] = finish_history(
             options.progress.history, result.makespan, result.wall_time
         )
-        return _finish_solve(args, problem, result, out)
+        code = _finish_solve(args, problem, result, out)
+    if stop.abandoned():
+        # A native solver still runs in a daemon thread: leave without waiting for it.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def _say_stopping(signum: int) -> None:

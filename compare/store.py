@@ -13,6 +13,7 @@ import math
 import os
 
 from compare.csvlog import CsvLog
+from rpeg.outputs import finite_json
 
 COLUMNS = (
     "instance",
@@ -91,7 +92,7 @@ class ResultStore:
         with open(self.history_path, "a", encoding="utf-8") as handle:
             item = {key: record[key] for key in ("instance", "solver", "repeat")}
             item["history"] = record.get("history", [])
-            handle.write(json.dumps(item) + "\n")
+            handle.write(json.dumps(finite_json(item), allow_nan=False) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
 

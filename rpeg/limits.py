@@ -86,7 +86,7 @@ LIMITS: dict[str, Range] = {
     "workload.samples_per_prompt": Range(1, 1024, "samples"),
     "workload.context_length": Range(1, 1_000_000, "tokens"),
     "workload.generation_length": Range(1, 1_000_000, "tokens"),
-    "workload.gen_quantiles[][1]": Range(1, 1_000_000, "tokens"),
+    "workload.gen_quantiles[][]": Range(1, 1_000_000, "tokens"),  # the lengths
     # Search horizon and knobs.
     "optimizer.k_eval": Range(1, MAX_K_EVAL, "steps"),
     "optimizer.e_max": Range(1, 1e9, "evaluations"),
@@ -160,10 +160,11 @@ def limit_key(path: str) -> str:
                 return f"hardware.{prefix}*"
     if parts[0] == "optimizer" and len(parts) == 3 and parts[1] == "staleness_candidates":
         return "optimizer.staleness_candidates.*" + ("[]" if parts[2].endswith("[]") else "")
-    if parts[:2] == ["placement", "pin"] and len(parts) == 4:
+    if parts[:2] == ["placement", "pin"] and len(parts) >= 4:
+        # Vertex names hold a dot (placement.pin.actor.train.tp).
         if parts[2] == "staleness":
             return "placement.pin.staleness.*"
-        return f"placement.pin.*.{parts[3]}"
+        return f"placement.pin.*.{parts[-1]}"
     if parts[:2] == ["reference", "phases"] and len(parts) == 4:
         return f"reference.phases.*.{parts[3]}"
     return key

@@ -88,7 +88,7 @@ def _probe_folder(folder: str, option: str, target: str) -> None:
         probe = tempfile.mkdtemp(dir=folder, prefix=".probe-")
     except OSError as exc:
         raise InputError(
-            option, f"cannot write {target}: {folder}: {exc.strerror or exc}"
+            option, f"cannot write {target}: nothing can be created in {folder} ({exc.strerror})"
         ) from None
     os.rmdir(probe)
 

@@ -21,6 +21,7 @@ import contextlib
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 _requested = threading.Event()
@@ -62,6 +63,7 @@ def reset() -> None:
     with _lock:
         _requested.clear()
         _signals_seen.clear()
+        _abandoned.clear()
         _exit_pending = None
 
 
@@ -97,6 +99,43 @@ def attach_highs(highs) -> None:
 
     for callback in (highs.cbMipInterrupt, highs.cbSimplexInterrupt, highs.cbIpmInterrupt):
         callback.subscribe(interrupt)
+
+
+#: Seconds a native solver may take to honour a stop request before it is abandoned.
+GRACE_S = 1.0
+
+_abandoned = threading.Event()
+
+
+def abandoned() -> bool:
+    """Whether a native solver was left running in a daemon thread after a stop request."""
+    return _abandoned.is_set()
+
+
+def solve_highs(highs) -> bool:
+    """Run ``highs.solve()`` in HiGHS's own thread until it ends or a stop is requested.
+
+    HiGHS checks its interrupt callbacks (:func:`attach_highs`) during the
+    search but not during presolve, which can take many seconds on a large
+    model: if it has not ended :data:`GRACE_S` seconds after a stop request,
+    it is abandoned (it runs on in a daemon thread, its results unread).
+
+    Returns
+    -------
+    bool
+        True when HiGHS ended (its results can be read), False when it was abandoned.
+    """
+    highs.startSolve()
+    asked = None
+    while True:
+        done, _ = highs.wait(0.1)
+        if done:
+            return True
+        if _requested.is_set():
+            asked = asked or time.perf_counter()
+            if time.perf_counter() - asked > GRACE_S:
+                _abandoned.set()
+                return False
 
 
 @contextlib.contextmanager

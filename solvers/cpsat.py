@@ -475,6 +475,8 @@ def solve_with_hint(
         solver.parameters.log_to_stdout = False
         solver.log_callback = lambda line: print(line, file=sys.stderr)
     callback = _Progress(built.vars, formulation.unit, options)
+    # SIGINT and SIGTERM reach rpeg.stop, which stops the search (not CP-SAT's own handler).
+    solver.parameters.catch_sigint_signal = False
     with stop.on_stop(solver.StopSearch):
         status = solver.Solve(built.model, callback)
     stats.update(

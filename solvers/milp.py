@@ -848,7 +848,8 @@ def _solve_highs(built: BuiltMilp, options: SolveOptions, deadline: Deadline) ->
     highs.setOptionValue("time_limit", max(0.05, deadline.remaining() - RESERVE_S))
     highs.HandleKeyboardInterrupt = True
     stop.attach_highs(highs)
-    highs.solve()
+    if not stop.solve_highs(highs):
+        return MipOutcome(None, False, False, None, None, "interrupted in presolve", True)
     status = highs.getModelStatus()
     info = highs.getInfo()
     feasible = info.primal_solution_status == highspy.SolutionStatus.kSolutionStatusFeasible
