@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rpeg.errors import InstanceError, did_you_mean
-from rpeg.limits import check_cluster_size, check_list_size, check_range
+from rpeg.limits import MAX_QUANTILES, check_cluster_size, check_list_size, check_range
 from rpeg.pins import Pins, narrowed_staleness, parse_pins
 from rpeg.presets import expand_hardware, expand_model
 from rpeg.yamlio import read_yaml_file
@@ -649,7 +649,7 @@ def parse_workload(data: Any) -> Workload:
             raise InstanceError(
                 path, f"must be a non-empty list of [fraction, length] pairs, got {_describe(raw)}"
             )
-        check_list_size(raw, path)
+        check_list_size(raw, path, MAX_QUANTILES)
         pairs = []
         for index, pair in enumerate(raw):
             if not isinstance(pair, list | tuple) or len(pair) != 2:

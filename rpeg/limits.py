@@ -38,8 +38,12 @@ class Range:
 MAX_GPUS = 4096
 #: Most steps a plan is evaluated over.
 MAX_K_EVAL = 64
-#: Most entries of a candidate list (micro-batches, concurrency, staleness, quantiles).
-MAX_LIST_ITEMS = 32
+#: Most entries of a candidate list (micro-batches, concurrency, staleness,
+#: strategy choices): the defaults have 2 to 11; the plan space, and so the
+#: time of ``check``, grows with their product.
+MAX_LIST_ITEMS = 16
+#: Most points of ``workload.gen_quantiles``.
+MAX_QUANTILES = 64
 #: Largest seed (CP-SAT and HiGHS take a signed 32-bit seed).
 MAX_SEED = 2**31 - 1
 #: Most worker threads of an exact solver.
@@ -81,12 +85,12 @@ LIMITS: dict[str, Range] = {
     "model.kv_heads": Range(1, 4096, "heads"),
     "model.attention_heads": Range(1, 4096, "heads"),
     # Workload: up to a million prompts, 1024 samples each, a million-token
-    # prompt and a million generated tokens.
+    # prompt and 131,072 generated tokens (the cost of a rollout grows with it).
     "workload.batch_size": Range(1, 1_000_000, "prompts"),
     "workload.samples_per_prompt": Range(1, 1024, "samples"),
     "workload.context_length": Range(1, 1_000_000, "tokens"),
-    "workload.generation_length": Range(1, 1_000_000, "tokens"),
-    "workload.gen_quantiles[][]": Range(1, 1_000_000, "tokens"),  # the lengths
+    "workload.generation_length": Range(1, 131_072, "tokens"),
+    "workload.gen_quantiles[][]": Range(1, 131_072, "tokens"),  # the lengths
     # Search horizon and knobs.
     "optimizer.k_eval": Range(1, MAX_K_EVAL, "steps"),
     "optimizer.e_max": Range(1, 1e9, "evaluations"),
