@@ -262,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
                     }
                 )
                 (out / f"failure{index}.yaml").write_text(text, encoding="utf-8")
+                with open(out / "failures.jsonl", "a", encoding="utf-8") as log:
+                    log.write(json.dumps(failures[-1]) + "\n")
         if (index + 1) % 100 == 0:
             print(f"{index + 1} cases, {len(failures)} failures", flush=True)
     summary = {
