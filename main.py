@@ -30,6 +30,7 @@ from rpeg.plan import plan_to_json, read_plan
 from rpeg.simulator import Trace
 from rpeg.vocabulary import framework_view
 from solvers import BACKENDS
+from solvers.common import best_over_templates
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT, EXIT_NO_PLAN = 0, 1, 2, 3
 
@@ -113,23 +114,45 @@ def command_check(args: argparse.Namespace) -> int:
         pinned = [f"{name} {pin_words(pin)}" for name, pin in pins.vertices]
         pinned += [f"staleness {model} {steps}" for model, steps in pins.staleness]
         print(f"pins         {'; '.join(pinned)}")
-    print("fastest candidate per vertex")
-    for index, vertex in enumerate(directory.template.vertices):
-        candidate = directory.fastest(index)
-        if candidate is None:
-            print(f"  {vertex.name:<16} none fits in memory")
-            continue
-        size = candidate.shape[0] * candidate.shape[1] * candidate.shape[2]
+    if instance.ac_share:
         print(
-            f"  {vertex.name:<16} {candidate.time:10.4f} s on {size:>4} GPUs "
-            f"{candidate.strategy.label():<24} {_gb(candidate.memory)} per GPU"
+            f"templates    separate actor and critic, or fused actor-critic (ac_share): "
+            f"fused score = step time x (1 + lambda_ac) = x {1 + instance.lambda_ac:g}"
         )
+    print("fastest candidate per vertex")
+    for template in problem.templates:
+        variant = problem.variant(template).directory
+        shown = variant.template.vertices
+        if template != problem.templates[0]:
+            # The fused template's own vertices (the shared ones are listed above).
+            shown = tuple(v for v in shown if v.name not in directory.template.names)
+        for vertex in shown:
+            index = variant.template.index(vertex.name)
+            candidate = variant.fastest(index)
+            if candidate is None:
+                print(f"  {vertex.name:<16} none fits in memory")
+                continue
+            size = candidate.shape[0] * candidate.shape[1] * candidate.shape[2]
+            print(
+                f"  {vertex.name:<16} {candidate.time:10.4f} s on {size:>4} GPUs "
+                f"{candidate.strategy.label():<24} {_gb(candidate.memory)} per GPU"
+            )
     if _report_unplaceable(problem):
         return EXIT_INFEASIBLE
-    bounds = problem.bounds
-    print("lower bounds on the makespan (step time = makespan / k_eval)")
-    for label, value in (("compute", bounds.compute), ("critical path", bounds.critical_path)):
-        print(f"  {label:<14} {value:10.4f} s  (step {value / instance.k_eval:.4f} s)")
+    for template in problem.templates:
+        variant = problem.variant(template)
+        if variant.unplaceable():
+            print(f"the {template} template has a vertex that fits nowhere: only the other counts")
+            continue
+        bounds, factor = variant.bounds, variant.score_factor
+        words = "lower bounds on the makespan (step time = makespan / k_eval)"
+        if len(problem.templates) > 1:
+            words = f"{template}: lower bounds on the makespan" + (
+                f"; on the score: x {factor:g}" if factor != 1 else ""
+            )
+        print(words)
+        for label, value in (("compute", bounds.compute), ("critical path", bounds.critical_path)):
+            print(f"  {label:<14} {value:10.4f} s  (step {value / instance.k_eval:.4f} s)")
     return EXIT_OK
 
 
@@ -137,6 +160,14 @@ def print_trace_summary(trace: Trace, problem: Problem) -> None:
     """Print the simulated figures of a plan."""
     print(f"makespan     {trace.makespan:.4f} s over {trace.k_eval} steps")
     print(f"step time    {trace.step_time:.4f} s")
+    if problem.instance.ac_share or trace.factor != 1:
+        fused = trace.template == "ac_share"
+        words = "fused actor-critic" if fused else "separate actor and critic"
+        print(f"template     {trace.template} ({words})")
+        print(
+            f"score        {trace.score_step:.4f} s per step (step time x {trace.factor:g}; "
+            "what the solvers minimise)"
+        )
     print(f"samples/s    {trace.samples_per_s:.3f}")
     print(f"tokens/s     {trace.generated_tokens_per_s:.1f} generated")
     peak = max(trace.peak_memory_bytes)
@@ -183,7 +214,7 @@ def command_baseline(args: argparse.Namespace) -> int:
     if _report_unplaceable(problem):
         return EXIT_INFEASIBLE
     build = greedy_plan if args.kind == "greedy" else concurrent_plan
-    plan = build(problem.directory, problem.simulator)
+    plan, _ = best_over_templates(problem, build)
     if plan is None:
         print(f"no plan: the {args.kind} baseline found no memory-feasible plan")
         return EXIT_NO_PLAN
@@ -358,11 +389,15 @@ def _finish_solve(args: argparse.Namespace, problem: Problem, result, out: str) 
         print(
             f"step time    {result.step_time:.4f} s (simulated; makespan {result.makespan:.4f} s)"
         )
+    template = result.describe_template()
+    if template is not None:
+        print(f"score        {result.score_step:.4f} s per step (the objective)")
+        print(f"template     {template}")
     if result.bound is not None:
         shown = "" if result.gap is None else f", gap {result.gap:.4%}"
+        what = "score" if result.lambda_ac is not None else "makespan"
         print(
-            f"bound        {result.bound_step:.4f} s per step "
-            f"(makespan {result.bound:.4f} s){shown}"
+            f"bound        {result.bound_step:.4f} s per step ({what} {result.bound:.4f} s){shown}"
         )
     print("wrote " + ", ".join(written))
     if result.status.has_plan:
@@ -393,6 +428,22 @@ def command_export(args: argparse.Namespace) -> int:
     check_option(args.seed, "--seed", 0, MAX_SEED, "a whole number")
     check_output_file(args.out, "--out")
     problem = _load(args.instance)
+    if args.template is not None:
+        if args.template not in problem.templates:
+            raise InputError(
+                "--template",
+                f"{args.template} is not in the instance's plan space "
+                f"({', '.join(problem.templates)})",
+            )
+        problem = problem.variant(args.template)
+    elif len(problem.templates) > 1:
+        print(
+            "note: the instance allows AC-share; this is the separate template's model "
+            "(--template ac_share writes the fused one, whose makespan the objective "
+            "multiplies by 1 + lambda_ac)",
+            file=sys.stderr,
+        )
+        problem = problem.variant(problem.templates[0])
     if _report_unplaceable(problem):
         return EXIT_INFEASIBLE
     defaults = problem.instance.solver
@@ -601,6 +652,11 @@ def build_parser(prog: str = "python main.py") -> argparse.ArgumentParser:
     export.add_argument("--format", choices=("mps", "lp"), default="mps")
     export.add_argument("--out", required=True, help="file to write")
     export.add_argument("--seed", type=int, help="seed of the warm-start search")
+    export.add_argument(
+        "--template",
+        choices=("separate", "ac_share"),
+        help="with AC-share: the template whose model to write (default separate)",
+    )
     export.set_defaults(handler=command_export)
     export_config = commands.add_parser(
         "export-config", help="write a plan as verl, OpenRLHF or NeMo RL settings"

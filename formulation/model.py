@@ -20,6 +20,7 @@ costs at most ``REL_ROUNDING`` of the heuristic makespan.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -201,16 +202,25 @@ class Formulation:
                 signature = tuple(frozenset(self.covering_blocks(v, unit)) for v in vertices)
                 if any(signature) and signature not in signatures:
                     signatures[signature] = unit
-            items = list(signatures.items())
-            found = tuple(
-                unit
-                for signature, unit in items
+            items = list(signatures.items())  # by unit start, as gpu_units
+            starts = [unit[0] for _, unit in items]
+            kept = []
+            for signature, unit in items:
+                # A unit dominating this one is covered by every block covering
+                # this one, so it lies inside the smallest of them: only the
+                # units there are compared (near-linear on large clusters).
+                smallest = min(
+                    (self.blocks[b] for blocks in signature for b in blocks), key=lambda b: b.size
+                )
+                low = bisect.bisect_left(starts, smallest.start)
+                high = bisect.bisect_left(starts, smallest.end)
                 if not any(
                     other != signature
                     and all(a <= b for a, b in zip(signature, other, strict=True))
-                    for other, _ in items
-                )
-            )
+                    for other, _ in items[low:high]
+                ):
+                    kept.append(unit)
+            found = tuple(kept)
             self._covering[key] = found
         return found
 
@@ -400,9 +410,25 @@ class Formulation:
                 starts[self.run(names.index(event.vertex), event.step)] = self.to_units(event.start)
         return chosen, plan.staleness_map, starts
 
+    def run_ends(self, chosen: list[int], starts: list[int]) -> list[int]:
+        """End (units) of every run, given assignment indices and run starts (units)."""
+        vertices = self.num_vertices
+        return [
+            start + self.assignments[run % vertices][chosen[run % vertices]].duration
+            for run, start in enumerate(starts)
+        ]
+
     def rounding_tolerance(self) -> float:
         """Largest difference (s) between a model schedule and its simulation."""
         return self.unit * (2 * self.num_runs + 2)
+
+    def simulation_tolerance(self, objective: float) -> float:
+        """How far (s) a backend's objective may lie from the simulated makespan of its plan.
+
+        The time-unit rounding (:meth:`rounding_tolerance`), plus a relative
+        1e-6 for a MIP solver's floating-point feasibility tolerance.
+        """
+        return self.rounding_tolerance() + 1e-6 * max(1.0, abs(objective))
 
 
 def build_formulation(problem: Problem, upper_bound: float) -> Formulation:

@@ -272,7 +272,9 @@ def simulate(instance: InstanceLike, plan: PlanLike) -> Trace:
         raise PlanError(
             "plan", f"must be a path, a plan document, a Plan or a Result, got {_kind(plan)}"
         )
-    vertices = len(problem.directory.template.vertices)
+    if plan.fused and not problem.instance.ac_share:
+        raise PlanError("plan", "fuses actor and critic (AC-share); the instance does not")
+    vertices = len(problem.directory.for_plan(plan).template.vertices)
     if len(plan.placements) != vertices:
         raise PlanError(
             "plan",

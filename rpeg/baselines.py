@@ -18,6 +18,7 @@ part may use (concurrent).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 
 from rpeg.blocks import Block
@@ -97,16 +98,26 @@ def _pack(choices: list[tuple[Block, ...]]) -> list[Block] | None:
     """First-fit packing of disjoint blocks, one per part from its choices (largest first).
 
     ``choices[i]`` are the blocks part ``i`` may use, all of one shape, by start.
+    A block that overlaps a placed one is skipped together with every later
+    block starting before that one's end (a bisection, not a scan: a 1,024-GPU
+    cluster has 1,024 one-GPU blocks).
     """
     order = sorted(range(len(choices)), key=lambda i: -choices[i][0].size)
     placed: list[Block | None] = [None] * len(choices)
     used: list[Block] = []
     for index in order:
-        for block in choices[index]:
-            if not any(block.intersects(other) for other in used):
+        blocks = choices[index]
+        position = 0
+        while position < len(blocks):
+            block = blocks[position]
+            overlap = next((other for other in used if block.intersects(other)), None)
+            if overlap is None:
                 placed[index] = block
                 used.append(block)
                 break
+            position = bisect.bisect_left(
+                blocks, overlap.end, lo=position + 1, key=lambda b: b.start
+            )
         else:
             return None
     return placed  # type: ignore[return-value]
@@ -131,6 +142,20 @@ def _group_options(
     shapes = directory.cluster.shapes
     options = []
     seen = set()
+    common: dict[tuple[tuple[int, ...], tuple[int, int, int]], tuple[Block, ...]] = {}
+
+    def common_blocks(part: tuple[int, ...], shape: tuple[int, int, int]) -> tuple[Block, ...]:
+        # The blocks of `shape` every vertex of `part` may use (from the directory's
+        # per-vertex blocks, not a scan of the cluster: 1,024 GPUs have 1,024 GPU blocks).
+        key = (part, shape)
+        if key not in common:
+            common[key] = tuple(
+                block
+                for block in directory.blocks(part[0], shape)
+                if all(directory.allows(vertex, block) for vertex in part[1:])
+            )
+        return common[key]
+
     for partition in _set_partitions(group):
         for part_shapes in itertools.product(shapes, repeat=len(partition)):
             key = tuple(sorted(zip(map(tuple, partition), part_shapes, strict=True)))
@@ -138,11 +163,7 @@ def _group_options(
                 continue
             seen.add(key)
             choices = [
-                tuple(
-                    block
-                    for block in directory.cluster.blocks_by_shape[shape]
-                    if all(directory.allows(vertex, block) for vertex in part)
-                )
+                common_blocks(tuple(part), shape)
                 for part, shape in zip(partition, part_shapes, strict=True)
             ]
             blocks = None if not all(choices) else _pack(choices)

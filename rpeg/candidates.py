@@ -15,7 +15,7 @@ from rpeg.blocks import Block, Cluster
 from rpeg.cost import CostModel, Footprint, Strategy
 from rpeg.instance import Instance
 from rpeg.pins import Pins, block_pin_problem
-from rpeg.templates import Kind, Template, Vertex, build_template
+from rpeg.templates import FUSED, SEPARATE, Kind, Template, Vertex, build_template
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +179,10 @@ class CandidateDirectory:
             instance.algorithm,
             instance.engine.recompute_logprobs,
             instance.engine.reference_model,
+            fused=instance.fused,
         )
+        #: Directories of the instance's other template (AC-share), built on first use.
+        self._variants: dict[bool, CandidateDirectory] = {instance.fused: self}
         self.cluster = cluster or Cluster(instance.hardware, instance.placement.min_block_gpus)
         self.cost = CostModel(instance, self.cluster)
         self.capacity = instance.hardware.usable_memory
@@ -237,6 +240,31 @@ class CandidateDirectory:
                 if kept:
                     per_shape[shape] = tuple(sorted(kept, key=_candidate_order))
             self.options.append(per_shape)
+
+    @property
+    def fused(self) -> bool:
+        """Whether this directory holds the fused actor-critic (AC-share) template."""
+        return self.template.fused
+
+    def variant(self, fused: bool) -> CandidateDirectory:
+        """The directory of the separate (``fused=False``) or fused template, built once.
+
+        Both share the cluster; the fused one exists only for instances whose
+        plan space includes AC-share (:attr:`Instance.ac_share`).
+        """
+        found = self._variants.get(fused)
+        if found is None:
+            if fused and not self.instance.ac_share:
+                raise ValueError("the instance has no AC-share (fused actor-critic) template")
+            template = FUSED if fused else SEPARATE
+            found = CandidateDirectory(self.instance.restricted(template), self.cluster)
+            found._variants = self._variants
+            self._variants[fused] = found
+        return found
+
+    def for_plan(self, plan) -> CandidateDirectory:
+        """The directory of ``plan``'s template (this one or its AC-share sibling)."""
+        return self if plan.fused == self.fused else self.variant(plan.fused)
 
     def candidate(self, vertex: int, shape: tuple[int, int, int], strategy: Strategy) -> Candidate:
         """The candidate of ``vertex`` with ``strategy`` on ``shape`` (computed on first use)."""

@@ -3,29 +3,89 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from rpeg.bounds import LowerBounds, lower_bounds
 from rpeg.candidates import CandidateDirectory
 from rpeg.instance import Instance, load_instance
 from rpeg.pins import pin_words
+from rpeg.plan import Plan
 from rpeg.simulator import Simulator
+from rpeg.templates import FUSED
 
 
 @dataclass
 class Problem:
-    """An instance with its candidate directory and simulator, built once and shared."""
+    """An instance with its candidate directory and simulator, built once and shared.
+
+    For an AC-share instance (PPO with ``staleness_candidates.ac_share``) the
+    plan space holds two templates (:attr:`templates`): the problem's
+    directory and simulator are the separate template's, :meth:`variant`
+    gives the problem restricted to one template (the fused one has its own
+    directory and simulator), and :meth:`for_plan` the problem of a plan's
+    template. The simulator judges plans of either template.
+    """
 
     instance: Instance
     directory: CandidateDirectory
     simulator: Simulator
+    _variants: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_instance(cls, instance: Instance) -> Problem:
         """Build the directory and simulator of ``instance``."""
         directory = CandidateDirectory(instance)
         return cls(instance, directory, Simulator(directory))
+
+    @property
+    def templates(self) -> tuple[str, ...]:
+        """The templates of this problem's plan space (``separate``, ``ac_share`` or both)."""
+        return self.instance.templates
+
+    @property
+    def score_factor(self) -> float:
+        """What this problem's makespans are multiplied by in the objective.
+
+        ``1 + lambda_ac`` when the problem is restricted to the fused
+        template, else 1 (a problem with both templates reports scores).
+        """
+        return self.instance.score_factor(self.instance.fused)
+
+    def variant(self, template: str) -> Problem:
+        """This problem restricted to ``template`` (``separate`` or ``ac_share``), built once.
+
+        The separate variant shares this problem's directory and simulator.
+        """
+        if self.instance.template == template:
+            return self
+        found = self._variants.get(template)
+        if found is None:
+            instance = self.instance.restricted(template)
+            fused = template == FUSED
+            found = Problem(instance, self.directory.variant(fused), self.simulator.variant(fused))
+            found._variants = self._variants
+            self._variants[template] = found
+        return found
+
+    def for_plan(self, plan: Plan) -> Problem:
+        """The problem (restricted to one template when needed) whose directory fits ``plan``."""
+        if plan.fused == self.directory.fused:
+            return self
+        return self.variant(plan.template)
+
+    @cached_property
+    def score_bound(self) -> float:
+        """Plan-independent lower bound on the score over this problem's plan space.
+
+        The bound of :attr:`bounds` for one template (times ``1 + lambda_ac``
+        for the fused one); over both templates, the smaller of the two.
+        """
+        if len(self.templates) == 1:
+            return self.variant(self.templates[0]).bounds.best * self.instance.score_factor(
+                self.templates[0] == FUSED
+            )
+        return min(self.variant(template).score_bound for template in self.templates)
 
     @classmethod
     def load(cls, path: str) -> Problem:
@@ -38,7 +98,17 @@ class Problem:
         return lower_bounds(self.directory)
 
     def unplaceable(self) -> list[tuple[str, float]]:
-        """Vertices that fit on no block, with their smallest memory shortfall in bytes."""
+        """Vertices that fit on no block, with their smallest memory shortfall in bytes.
+
+        Over both templates of an AC-share problem, only when *both* have such
+        a vertex (the vertices of each are listed); one placeable template is
+        enough for a plan.
+        """
+        if len(self.templates) > 1:
+            per_template = [self.variant(t).unplaceable() for t in self.templates]
+            if all(per_template):
+                return [item for missing in per_template for item in missing]
+            return []
         missing = []
         for index, vertex in enumerate(self.directory.template.vertices):
             if not self.directory.options[index]:
@@ -64,6 +134,8 @@ class Problem:
             more than the usable 15.12 GB (without the pin it fits)``.
         """
         directory = self.directory
+        if name not in directory.template.names and len(self.templates) > 1:
+            return self.variant(FUSED).unplaceable_reason(name, shortfall)
         pin = self.instance.placement.pin.vertex(name)
         pinned = "" if pin is None else f" under placement.pin.{name} {pin_words(pin)}"
         capacity = directory.capacity

@@ -44,7 +44,7 @@ import numpy as np
 
 from rpeg.blocks import Cluster
 from rpeg.instance import Hardware, Instance, ModelSpec, Workload
-from rpeg.templates import Kind, Vertex
+from rpeg.templates import AC_MODEL, Kind, Vertex
 
 BF16 = 2
 FP32 = 4
@@ -165,10 +165,21 @@ def has_scalar_head(model: str) -> bool:
     return model in ("critic", "reward")
 
 
+def has_value_head(model: str) -> bool:
+    """The fused actor-critic ``ac`` (AC-share) ends in the vocabulary *and* a value head."""
+    return model == AC_MODEL
+
+
 def head_parameters(spec: ModelSpec, model: str) -> int:
-    """Output head: ``V*d`` for the language models, ``d`` for scalar heads (critic, reward)."""
+    """Output head: ``V*d`` for the language models, ``d`` for scalar heads (critic, reward).
+
+    The fused actor-critic ``ac`` has both: ``V*d + d`` (the actor's head
+    plus a scalar value head, DESIGN.md section 4).
+    """
     if has_scalar_head(model):
         return spec.hidden_dim
+    if has_value_head(model):
+        return spec.vocab_size * spec.hidden_dim + spec.hidden_dim
     return spec.vocab_size * spec.hidden_dim
 
 
@@ -177,11 +188,13 @@ def parameter_count(spec: ModelSpec, model: str) -> int:
 
     With ``tied_embeddings`` the language models' head is the embedding
     itself (``P = L*P_l + V*d``); it still costs its FLOPs
-    (:func:`head_parameters`). Scalar heads (critic, reward) are never tied.
+    (:func:`head_parameters`). Scalar heads (critic, reward, the value head
+    of ``ac``) are never tied, so the fused actor-critic has
+    ``P_actor + d`` parameters either way.
     """
     head = head_parameters(spec, model)
     if spec.tied_embeddings and not has_scalar_head(model):
-        head = 0
+        head -= spec.vocab_size * spec.hidden_dim
     return spec.layers * layer_parameters(spec) + spec.vocab_size * spec.hidden_dim + head
 
 
@@ -525,9 +538,12 @@ class CostModel:
         return total / strategy.tp
 
     def logits_bytes(self, model: str, strategy: Strategy, sequences: float) -> float:
-        """fp32 logits of one microbatch on the last stage: ``4*tokens*V/tp`` (1 for scalars)."""
+        """fp32 logits of one microbatch on the last stage: ``4*tokens*V/tp`` (1 for scalars).
+
+        The fused ``ac`` holds the vocabulary logits and one value per token (V + 1).
+        """
         spec = self.instance.models[model]
-        width = 1 if has_scalar_head(model) else spec.vocab_size
+        width = 1 if has_scalar_head(model) else spec.vocab_size + has_value_head(model)
         return FP32 * sequences * self.sequence_tokens * width / strategy.tp
 
     def rollout_pool_bytes(self, model: str, strategy: Strategy) -> float:

@@ -23,6 +23,7 @@ from rpeg.errors import InstanceError, did_you_mean
 from rpeg.limits import MAX_QUANTILES, check_cluster_size, check_list_size, check_range
 from rpeg.pins import Pins, narrowed_staleness, parse_pins
 from rpeg.presets import expand_hardware, expand_model
+from rpeg.templates import AC_MODEL, FUSED, SEPARATE
 from rpeg.yamlio import read_yaml_file
 
 ALGORITHMS = ("ppo", "grpo", "dpo")
@@ -43,6 +44,8 @@ TRAINED_MODELS: dict[str, tuple[str, ...]] = {
 }
 
 KNOWN_ROLES = ("actor", "critic", "reward")
+#: ``optimizer.staleness_candidates`` key that enables the AC-share template.
+AC_SHARE_KEY = "ac_share"
 LEVELS = ("g", "n", "r")
 
 # ----------------------------------------------------------------------------
@@ -667,9 +670,19 @@ def parse_workload(data: Any) -> Workload:
 class OptimizerConfig:
     """The ``optimizer`` section: evaluation horizon and local-search knobs.
 
-    Knob meanings follow the specification (section 8); ``t_max``,
-    ``lambda_ac`` and ``max_throughput_loss`` are accepted for compatibility
-    with the reference optimizer's files and have no effect here.
+    Knob meanings follow the specification (section 8); ``t_max`` and
+    ``max_throughput_loss`` are accepted for compatibility with the reference
+    optimizer's files and have no effect here.
+
+    ``staleness_candidates`` maps each trained model to its staleness
+    choices; the file's ``ac_share`` entry (PPO only) is stored under the
+    fused model's name ``ac`` and enables the AC-share template (a fused
+    actor-critic, :mod:`rpeg.templates`). ``lambda_ac`` (default 0.15, as in
+    the reference optimizer) is that template's relative penalty: every
+    solver minimises step time x (1 + lambda_ac) for a fused plan and the
+    plain step time otherwise, since a shared backbone couples the policy
+    and value losses and is usually avoided for learning quality. Without
+    an ``ac_share`` entry ``lambda_ac`` has no effect.
     """
 
     k_eval: int
@@ -754,13 +767,16 @@ def parse_optimizer(data: Any, algorithm: str) -> OptimizerConfig:
         raw = mapping(raw, path)
         for model, values_raw in raw.items():
             where = f"{path}.{model}"
-            if model == "ac_share":
-                raise InstanceError(
-                    where, "the fused actor-critic variant is not modelled; remove this entry"
-                )
-            if model not in KNOWN_ROLES:
-                raise InstanceError(where, "unknown model (allowed: actor, critic)")
-            if model not in trained:
+            if model == AC_SHARE_KEY:
+                if algorithm != "ppo":
+                    raise InstanceError(
+                        where,
+                        f"AC-share (a fused actor-critic) is PPO only; {algorithm} has no "
+                        "critic to fuse: remove this entry",
+                    )
+            elif model not in KNOWN_ROLES:
+                raise InstanceError(where, "unknown model (allowed: actor, critic, ac_share)")
+            elif model not in trained:
                 raise InstanceError(
                     where, f"{algorithm} does not train the {model}; it has no staleness"
                 )
@@ -775,7 +791,7 @@ def parse_optimizer(data: Any, algorithm: str) -> OptimizerConfig:
                     for index, value in enumerate(values_raw)
                 }
             )
-            candidates[model] = tuple(staleness)
+            candidates[AC_MODEL if model == AC_SHARE_KEY else model] = tuple(staleness)
     values["staleness_candidates"] = candidates
     return OptimizerConfig(**values)
 
@@ -1130,6 +1146,13 @@ class Instance:
         architecture) and, as the algorithm needs, ``reward`` and ``critic``.
     warnings
         One-line notes about accepted but ignored input.
+    template
+        The template this instance's plan space is restricted to
+        (:data:`~rpeg.templates.SEPARATE` or :data:`~rpeg.templates.FUSED`),
+        or None for every template the instance allows (see
+        :attr:`templates`). Solvers that decide the template build the
+        restricted variants with :meth:`restricted`; plan files record the
+        template, so the fingerprint leaves this field out.
     """
 
     name: str
@@ -1143,8 +1166,16 @@ class Instance:
     engine: EngineConfig = field(default_factory=EngineConfig)
     reference: ReferenceRun | None = None
     warnings: tuple[str, ...] = ()
+    template: str | None = None
 
     def __post_init__(self) -> None:
+        if self.template not in (None, SEPARATE, FUSED):
+            raise ValueError(f"unknown template {self.template!r}")
+        if self.template == FUSED and not self.ac_share:
+            raise InstanceError(
+                "optimizer.staleness_candidates.ac_share",
+                "missing: the fused actor-critic template needs AC-share candidates",
+            )
         if self.algorithm not in ALGORITHMS:
             raise InstanceError(
                 "policy.algorithm",
@@ -1165,8 +1196,46 @@ class Instance:
 
     @property
     def trained_models(self) -> tuple[str, ...]:
-        """Models the algorithm trains."""
+        """Models the algorithm trains (``ac`` alone in the fused template)."""
+        if self.fused:
+            return (AC_MODEL,)
         return TRAINED_MODELS[self.algorithm]
+
+    @property
+    def ac_share(self) -> bool:
+        """Whether the plan space includes the fused actor-critic (AC-share) template.
+
+        True for a PPO instance whose ``optimizer.staleness_candidates`` has an
+        ``ac_share`` entry.
+        """
+        return self.algorithm == "ppo" and AC_MODEL in self.optimizer.staleness_candidates
+
+    @property
+    def templates(self) -> tuple[str, ...]:
+        """The templates of the plan space: (separate,), (ac_share,) or both."""
+        if self.template is not None:
+            return (self.template,)
+        return (SEPARATE, FUSED) if self.ac_share else (SEPARATE,)
+
+    @property
+    def fused(self) -> bool:
+        """Whether this instance's candidate directory holds the fused template."""
+        return self.template == FUSED
+
+    @property
+    def lambda_ac(self) -> float:
+        """Relative penalty of the fused template (``optimizer.lambda_ac``)."""
+        return self.optimizer.lambda_ac
+
+    def score_factor(self, fused: bool) -> float:
+        """What the objective multiplies a step time by: 1 + lambda_ac when fused, else 1."""
+        return 1.0 + self.optimizer.lambda_ac if fused else 1.0
+
+    def restricted(self, template: str | None) -> Instance:
+        """This instance with its plan space restricted to one template (None: all)."""
+        if template == self.template:
+            return self
+        return dataclasses.replace(self, template=template)
 
 
 def _canonical(value: Any) -> Any:
@@ -1284,6 +1353,10 @@ def parse_instance(
     models["reference"] = models["actor"]
     workload = parse_workload(data["workload"])
     optimizer = parse_optimizer(data["optimizer"], algorithm)
+    if AC_MODEL in optimizer.staleness_candidates:
+        # The fused actor-critic: the actor's architecture plus a scalar head
+        # (rpeg.cost.head_parameters counts the extra d parameters).
+        models[AC_MODEL] = models["actor"]
     placement = parse_placement(data.get("placement"))
     solver = parse_solver(data.get("solver"))
     engine = parse_engine(data.get("engine"))
@@ -1291,6 +1364,8 @@ def parse_instance(
         pins = parse_pins(
             data["placement"].get("pin"), algorithm, engine, hardware, placement, optimizer
         )
+        if pins and AC_MODEL in optimizer.staleness_candidates:
+            _check_pins_with_ac_share(pins)
         if pins:
             placement = dataclasses.replace(placement, pin=pins)
             optimizer = dataclasses.replace(
@@ -1311,6 +1386,31 @@ def parse_instance(
         reference=reference,
         warnings=tuple(warnings),
     )
+
+
+def _check_pins_with_ac_share(pins: Pins) -> None:
+    """Refuse pins the fused template cannot honour (it has no such vertex or model).
+
+    Pins name the separate template's vertices; ``actor.generate``,
+    ``reference.infer`` and ``reward.infer`` exist in both templates and are
+    pinned in both. A pin on a vertex the fused template replaces, or on the
+    actor's or critic's staleness, would silently not apply to fused plans.
+    """
+    shared = ("actor.generate", "reference.infer", "reward.infer")
+    for name, _ in pins.vertices:
+        if name not in shared:
+            raise InstanceError(
+                f"placement.pin.{name}",
+                "cannot be combined with optimizer.staleness_candidates.ac_share: the fused "
+                "actor-critic template has no such vertex (pin only "
+                f"{', '.join(shared)}, or remove ac_share)",
+            )
+    for model, _ in pins.staleness:
+        raise InstanceError(
+            f"placement.pin.staleness.{model}",
+            "cannot be combined with optimizer.staleness_candidates.ac_share: fused plans "
+            "have no separate actor or critic staleness (narrow the candidate lists instead)",
+        )
 
 
 def load_instance(path: str | os.PathLike[str]) -> Instance:

@@ -19,7 +19,7 @@ from rpeg.errors import PlanError, did_you_mean
 from rpeg.instance import _describe as _short
 from rpeg.instance import instance_fingerprint
 from rpeg.pins import block_pin_problem
-from rpeg.templates import Kind, Vertex
+from rpeg.templates import AC_MODEL, FUSED, SEPARATE, Kind, Vertex
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +43,27 @@ class Plan:
     order
         Optional run order as (vertex index, step) pairs; ``None`` lets the
         simulator use its deterministic list order.
+
+    A plan of the fused actor-critic (AC-share) template of PPO
+    (:mod:`rpeg.templates`) is recognised by its staleness, which then
+    names the fused model ``ac`` alone (:attr:`fused`); its placements
+    follow that template (``ac.infer``, ``ac.train``). Plan files record
+    the template as ``"template": "separate" | "ac_share"``.
     """
 
     placements: tuple[Placement, ...]
     staleness: tuple[tuple[str, int], ...]
     order: tuple[tuple[int, int], ...] | None = None
+
+    @property
+    def fused(self) -> bool:
+        """Whether the plan uses the fused actor-critic (AC-share) template."""
+        return any(model == AC_MODEL for model, _ in self.staleness)
+
+    @property
+    def template(self) -> str:
+        """The plan's template name: ``separate`` or ``ac_share``."""
+        return FUSED if self.fused else SEPARATE
 
     @property
     def staleness_map(self) -> dict[str, int]:
@@ -105,7 +121,10 @@ def plan_to_json(plan: Plan, directory: CandidateDirectory) -> dict[str, Any]:
     The document names the instance it was made for and records its
     :func:`~rpeg.instance.instance_fingerprint` under ``"instance"``;
     :func:`plan_from_json` refuses it for an instance with another one.
+    PPO plans record their template (``"template": "separate"`` or
+    ``"ac_share"``, the fused actor-critic).
     """
+    directory = directory.for_plan(plan)
     template = directory.template
     vertices = {
         vertex.name: vertex_to_json(directory, index, placement)
@@ -120,6 +139,7 @@ def plan_to_json(plan: Plan, directory: CandidateDirectory) -> dict[str, Any]:
         },
         "algorithm": directory.instance.algorithm,
         "k_eval": directory.instance.k_eval,
+        **({"template": plan.template} if directory.instance.algorithm == "ppo" else {}),
         "staleness": dict(plan.staleness),
         "vertices": vertices,
     }
@@ -149,10 +169,11 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
         a missing or unknown vertex, a block outside the cluster or the
         plan space, a strategy whose dp*pp*tp differs from the block's GPU
         count or whose tp does not divide the node width, a bad staleness or
-        a malformed order. (Whether the order is topological is checked by
-        the simulator, which knows the edges.)
+        a malformed order, or a ``template`` the instance does not allow
+        (``ac_share`` needs ``optimizer.staleness_candidates.ac_share``).
+        (Whether the order is topological is checked by the simulator,
+        which knows the edges.)
     """
-    instance, template, cluster = directory.instance, directory.template, directory.cluster
     if not isinstance(data, dict):
         raise PlanError("plan", "must be a JSON object")
     if "vertices" not in data and {"status", "solver"} <= set(data):
@@ -160,7 +181,9 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
             "plan", "this is a result.json; pass the plan.json written next to it instead"
         )
     _check_instance(data.get("instance"), directory)
-    allowed = ("algorithm", "instance", "k_eval", "order", "staleness", "vertices")
+    directory = directory.variant(_template_from_json(data, directory))
+    instance, template, cluster = directory.instance, directory.template, directory.cluster
+    allowed = ("algorithm", "instance", "k_eval", "order", "staleness", "template", "vertices")
     for key in data:
         if key not in allowed:
             raise PlanError(
@@ -251,6 +274,34 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
     if data.get("order") is not None:
         order = _parse_order(data["order"], directory, defaulted)
     return Plan(tuple(p for p in placements if p is not None), make_staleness(staleness), order)
+
+
+def _template_from_json(data: dict[str, Any], directory: CandidateDirectory) -> bool:
+    """Whether the document's ``template`` is the fused actor-critic (absent: separate)."""
+    instance = directory.instance
+    name = data.get("template", SEPARATE)
+    if name not in (SEPARATE, FUSED):
+        raise PlanError(
+            "plan.template", f"must be {SEPARATE!r} or {FUSED!r} (AC-share), got {name!r}"
+        )
+    if name == FUSED:
+        if instance.algorithm != "ppo":
+            raise PlanError(
+                "plan.template",
+                f"AC-share (a fused actor-critic) is PPO only; the instance runs "
+                f"{instance.algorithm}",
+            )
+        if not instance.ac_share:
+            raise PlanError(
+                "plan.template",
+                "the plan fuses actor and critic (AC-share) but the instance's plan space does "
+                "not: add optimizer.staleness_candidates.ac_share to the instance",
+            )
+        if instance.template == SEPARATE:
+            raise PlanError("plan.template", "this solve is restricted to the separate template")
+    elif instance.template == FUSED:
+        raise PlanError("plan.template", "this solve is restricted to the ac_share template")
+    return name == FUSED
 
 
 def _check_instance(recorded: Any, directory: CandidateDirectory) -> None:

@@ -9,6 +9,12 @@ order: the ready run that can start earliest, ties by step then template order.
 Memory is checked under the static residency rule: a GPU's peak is the sum,
 over models with a vertex on it, of that model's largest resident footprint
 there, plus the largest transient of the vertices on it.
+
+A simulator judges plans of both templates of an AC-share instance: a plan
+of the other template goes to the sibling simulator of that template's
+directory. The makespan and step time are always the raw simulated ones;
+the *score* the solvers minimise is the makespan times ``1 + lambda_ac`` for
+a fused (AC-share) plan and the makespan itself otherwise.
 """
 
 from __future__ import annotations
@@ -32,11 +38,20 @@ class Evaluation:
         End of the last run of the ``k_eval`` steps, seconds.
     violation
         Worst per-GPU memory overflow in bytes (0 when feasible).
+    factor
+        Objective factor of the plan's template: ``1 + lambda_ac`` for a
+        fused (AC-share) plan, else 1.
     """
 
     makespan: float
     violation: float
     order: tuple[int, ...] = ()
+    factor: float = 1.0
+
+    @property
+    def score(self) -> float:
+        """The objective: makespan x ``factor`` (the makespan itself unless fused)."""
+        return self.makespan * self.factor
 
     @property
     def feasible(self) -> bool:
@@ -71,14 +86,26 @@ class Trace:
     capacity_bytes: float
     violation_bytes: float
     start_order: tuple[tuple[int, int], ...] = field(default=())
+    template: str | None = None
+    factor: float = 1.0
 
     @property
     def feasible(self) -> bool:
         """Whether every GPU's peak fits its usable memory."""
         return self.violation_bytes <= 0.0
 
+    @property
+    def score(self) -> float:
+        """Objective of the ``k_eval`` steps: makespan x (1 + lambda_ac) if fused."""
+        return self.makespan * self.factor
+
+    @property
+    def score_step(self) -> float:
+        """The objective per step (the step time unless the plan is fused)."""
+        return self.step_time * self.factor
+
     def to_json(self) -> dict[str, Any]:
-        """The trace file document."""
+        """The trace file document (PPO traces add the template and the penalised score)."""
         events = []
         for event in self.events:
             item: dict[str, Any] = {
@@ -92,10 +119,18 @@ class Trace:
             if event.source is not None:
                 item["source"] = list(event.source)
             events.append(item)
+        extra: dict[str, Any] = {}
+        if self.template is not None:
+            extra = {
+                "template": self.template,
+                "score_makespan": self.score,
+                "score_step_time": self.score_step,
+            }
         return {
             "makespan": self.makespan,
             "k_eval": self.k_eval,
             "step_time": self.step_time,
+            **extra,
             "samples_per_s": self.samples_per_s,
             "generated_tokens_per_s": self.generated_tokens_per_s,
             "feasible": self.feasible,
@@ -125,6 +160,10 @@ class Simulator:
         self.k_eval = self.instance.k_eval
         self.num_vertices = len(self.template.vertices)
         self.num_runs = self.num_vertices * self.k_eval
+        self.fused = directory.fused
+        #: Objective factor of this template's plans (1 + lambda_ac when fused).
+        self.factor = self.instance.score_factor(self.fused)
+        self._variants: dict[bool, Simulator] = {self.fused: self}
         models = []
         for vertex in self.template.vertices:
             if vertex.model not in models:
@@ -137,6 +176,19 @@ class Simulator:
         self._graphs: dict[tuple, tuple] = {}
         self._lag_cache: dict[tuple, float] = {}
         self._mean_generated = self.instance.workload.mean_generated
+
+    def variant(self, fused: bool) -> Simulator:
+        """The simulator of the separate (``fused=False``) or fused template, built once."""
+        found = self._variants.get(fused)
+        if found is None:
+            found = Simulator(self.directory.variant(fused))
+            found._variants = self._variants
+            self._variants[fused] = found
+        return found
+
+    def for_plan(self, plan: Plan) -> Simulator:
+        """The simulator of ``plan``'s template (this one or its AC-share sibling)."""
+        return self if plan.fused == self.fused else self.variant(plan.fused)
 
     # -- graph of runs per staleness ----------------------------------------------
 
@@ -166,6 +218,8 @@ class Simulator:
         Lags are cached by the positions (and, for pub edges, the layouts) of
         their two endpoints, so a plan costs one dictionary look-up per edge.
         """
+        if plan.fused != self.fused:
+            return self.variant(plan.fused).lags(plan)
         placements = plan.placements
         cache = self._lag_cache
         lags = []
@@ -220,6 +274,8 @@ class Simulator:
 
     def candidates(self, plan: Plan) -> list:
         """The candidate (time, memory) of every vertex under this plan."""
+        if plan.fused != self.fused:
+            return self.variant(plan.fused).candidates(plan)
         directory = self.directory
         return [
             directory.candidate(index, placement.block.extent, placement.strategy)
@@ -232,6 +288,8 @@ class Simulator:
         Blocks are laminar, so the GPUs covered by the most vertices lie in
         some placed block: checking each distinct placed block suffices.
         """
+        if plan.fused != self.fused:
+            return self.variant(plan.fused).memory_violation(plan, candidates)
         candidates = candidates if candidates is not None else self.candidates(plan)
         ranges = [(p.block.start, p.block.start + p.block.size) for p in plan.placements]
         model_of = self._model_of
@@ -254,6 +312,8 @@ class Simulator:
 
     def peak_memory(self, plan: Plan) -> list[float]:
         """Peak bytes of every GPU."""
+        if plan.fused != self.fused:
+            return self.variant(plan.fused).peak_memory(plan)
         candidates = self.candidates(plan)
         peaks = []
         for gpu in range(self.cluster.num_gpus):
@@ -339,14 +399,20 @@ class Simulator:
     # -- public API --------------------------------------------------------------------------
 
     def evaluate(self, plan: Plan) -> Evaluation:
-        """Makespan and worst memory violation of ``plan`` (the fast path)."""
+        """Makespan, score and worst memory violation of ``plan`` (the fast path)."""
+        if plan.fused != self.fused:
+            return self.variant(plan.fused).evaluate(plan)
         candidates = self.candidates(plan)
         durations = [candidate.time for candidate in candidates]
         _, end, placed = self._schedule(plan, durations, self.lags(plan))
-        return Evaluation(max(end), self.memory_violation(plan, candidates), tuple(placed))
+        return Evaluation(
+            max(end), self.memory_violation(plan, candidates), tuple(placed), self.factor
+        )
 
     def simulate(self, plan: Plan) -> Trace:
         """Full simulation: schedule, transfers, per-GPU memory and throughput."""
+        if plan.fused != self.fused:
+            return self.variant(plan.fused).simulate(plan)
         candidates = self.candidates(plan)
         durations = [candidate.time for candidate in candidates]
         lags = self.lags(plan)
@@ -393,4 +459,6 @@ class Simulator:
                 (run % count, run // count)
                 for run in sorted(range(self.num_runs), key=lambda r: (start[r], r))
             ),
+            template=self.template.kind if self.instance.algorithm == "ppo" else None,
+            factor=self.factor,
         )

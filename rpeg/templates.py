@@ -13,12 +13,32 @@ samples, between ``actor.generate`` and ``actor.train``. Its pub edge from
 ``actor.train`` is *synchronous*: it always uses the latest weights (the
 train run of step t-1), whatever staleness the rollout has — off-policy
 samples are scored by the current policy, as in decoupled PPO.
+
+AC-share (PPO only, ``fused=True``): actor and critic become one model ``ac``
+(the actor's architecture plus a scalar value head). Its template has the
+vertices ``actor.generate`` (the rollout, run on the ``ac`` weights),
+``reference.infer``, ``reward.infer``, ``ac.infer`` (one forward giving old
+log-probs and values; it replaces ``critic.infer`` and, where it exists,
+``actor.infer``) and ``ac.train`` (policy and value loss in one backward; it
+replaces ``actor.train`` and ``critic.train``). Data edges: generate -> each
+infer -> ``ac.train``. Pub edges: ``ac.train -> actor.generate`` with the
+``ac`` staleness (``staleness_candidates.ac_share``), and ``ac.train ->
+ac.infer``, which takes the ``ac`` staleness as ``critic.train ->
+critic.infer`` takes the critic's, except that it is synchronous when old
+log-probs are recomputed (``ac.infer`` then replaces ``actor.infer``, whose
+log-probs must come from the current policy).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+
+#: Names of the two PPO templates a plan may use (``template`` in plan files).
+SEPARATE = "separate"
+FUSED = "ac_share"
+#: The fused actor-critic model of the AC-share template.
+AC_MODEL = "ac"
 
 
 class Kind(Enum):
@@ -31,15 +51,22 @@ class Kind(Enum):
 
 @dataclass(frozen=True)
 class Vertex:
-    """One vertex of the template, e.g. ``actor.generate``."""
+    """One vertex of the template, e.g. ``actor.generate``.
+
+    ``model`` is the model whose weights the vertex runs (its cost, memory
+    and pub edges follow it); ``label`` names the vertex when that differs
+    from the model: the fused template's rollout runs the ``ac`` weights but
+    is still called ``actor.generate``.
+    """
 
     model: str
     kind: Kind
+    label: str | None = None
 
     @property
     def name(self) -> str:
-        """``model.kind`` as written in plan files."""
-        return f"{self.model}.{self.kind.value}"
+        """``model.kind`` (``label.kind`` when labelled) as written in plan files."""
+        return f"{self.label or self.model}.{self.kind.value}"
 
 
 @dataclass(frozen=True)
@@ -71,6 +98,12 @@ class Template:
     vertices: tuple[Vertex, ...]
     data_edges: tuple[Edge, ...]
     pub_edges: tuple[Edge, ...]
+    fused: bool = False
+
+    @property
+    def kind(self) -> str:
+        """:data:`FUSED` for the AC-share template, else :data:`SEPARATE`."""
+        return FUSED if self.fused else SEPARATE
 
     def index(self, name: str) -> int:
         """Template index of the vertex called ``name``."""
@@ -162,8 +195,33 @@ _TEMPLATES: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
 }
 
 
+def _build_fused(recompute_logprobs: bool, reference_model: bool) -> Template:
+    """The PPO template with actor and critic fused into ``ac`` (see the module docstring)."""
+    vertices = [Vertex(AC_MODEL, Kind.GENERATE, label="actor")]
+    if reference_model:
+        vertices.append(Vertex("reference", Kind.INFER))
+    vertices += [
+        Vertex("reward", Kind.INFER),
+        Vertex(AC_MODEL, Kind.INFER),
+        Vertex(AC_MODEL, Kind.TRAIN),
+    ]
+    position = {vertex.name: index for index, vertex in enumerate(vertices)}
+    infers = [v.name for v in vertices if v.kind is Kind.INFER]
+    data = [("actor.generate", name) for name in infers] + [(name, "ac.train") for name in infers]
+    data_edges = tuple(Edge(position[src], position[dst], "data") for src, dst in data)
+    train = position["ac.train"]
+    pub_edges = (
+        Edge(train, position["actor.generate"], "pub", model=AC_MODEL),
+        Edge(train, position["ac.infer"], "pub", model=AC_MODEL, synchronous=recompute_logprobs),
+    )
+    return Template("ppo", tuple(vertices), data_edges, pub_edges, fused=True)
+
+
 def build_template(
-    algorithm: str, recompute_logprobs: bool = False, reference_model: bool = True
+    algorithm: str,
+    recompute_logprobs: bool = False,
+    reference_model: bool = True,
+    fused: bool = False,
 ) -> Template:
     """Return the RPEG template of ``algorithm`` (``ppo``, ``grpo`` or ``dpo``).
 
@@ -178,9 +236,15 @@ def build_template(
     reference_model
         Keep ``reference.infer`` (a KL term); without it the vertex and its
         edges are dropped (KL-free recipes such as DAPO).
+    fused
+        The AC-share template (PPO only): actor and critic fused into ``ac``.
     """
     if algorithm not in _TEMPLATES:
         raise ValueError(f"unknown algorithm {algorithm!r}")
+    if fused:
+        if algorithm != "ppo":
+            raise ValueError(f"the fused actor-critic template is PPO only, not {algorithm}")
+        return _build_fused(recompute_logprobs, reference_model)
     names, data = _TEMPLATES[algorithm]
     names, data = list(names), list(data)
     if not reference_model:

@@ -302,6 +302,15 @@ def _staleness(problem: Problem, plan: Plan) -> dict[str, dict[str, Any]]:
     return described
 
 
+#: What a fused actor-critic (AC-share) plan means, and that no framework here has it.
+FUSED_WORDS = (
+    "actor and critic are one model `ac` (the actor's backbone with a policy head and a "
+    "value head): ac.infer computes old log-probs and values in one forward, ac.train the "
+    "policy and value loss in one backward. verl, NeMo RL and OpenRLHF have no setting for a "
+    "shared actor-critic backbone: their configurations cannot express this plan as is"
+)
+
+
 def framework_view(problem: Problem, plan: Plan, trace: Trace | None = None) -> dict[str, Any]:
     """The plan in the vocabulary of verl, NeMo RL and OpenRLHF.
 
@@ -329,13 +338,22 @@ def framework_view(problem: Problem, plan: Plan, trace: Trace | None = None) -> 
         "one-step off-policy", the vertices that read stale weights and those
         that always read the latest, and a ``detail`` sentence) and the workload figures
         the settings rest on (``sequences_per_step``,
-        ``tokens_per_sequence``, ``memory_per_gpu_bytes``).
+        ``tokens_per_sequence``, ``memory_per_gpu_bytes``). PPO plans add
+        ``template`` (``separate`` or ``ac_share``), and fused ones
+        ``fused_actor_critic``: :data:`FUSED_WORDS`.
     """
+    problem = problem.for_plan(plan)
     if trace is None:
         trace = problem.simulator.simulate(plan)
     template = problem.directory.template
     instance = problem.instance
+    extra: dict[str, Any] = {}
+    if instance.algorithm == "ppo":
+        extra["template"] = plan.template
+        if plan.fused:
+            extra["fused_actor_critic"] = FUSED_WORDS
     return {
+        **extra,
         "sequences_per_step": instance.workload.sequences,
         "tokens_per_sequence": problem.directory.cost.sequence_tokens,
         "sequence_packing": instance.engine.sequence_packing,
@@ -396,9 +414,10 @@ def framework_markdown(view: dict[str, Any]) -> list[str]:
         The section, heading included, one line per element.
     """
     packing = "sequence packing" if view["sequence_packing"] else "padded to S+T"
-    lines = [
-        "## Framework settings",
-        "",
+    lines = ["## Framework settings", ""]
+    if view.get("fused_actor_critic"):
+        lines += [f"Template: fused actor-critic (AC-share): {view['fused_actor_critic']}.", ""]
+    lines += [
         f"{view['sequences_per_step']} sequences per step, "
         f"{view['tokens_per_sequence']:.1f} tokens per sequence on average ({packing}). "
         "Micro-batch sizes are per GPU (per data-parallel replica); "

@@ -10,14 +10,17 @@ why.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from rpeg.context import Problem
+from rpeg.plan import Plan
 from solvers import cpsat
 from solvers.common import plan_result, unplaceable_result
 from solvers.local import best_baseline, improve
 from solvers.options import SolveOptions
 from solvers.result import Result, Status, verdict
+from solvers.templates import solve_templates
 
 #: Shares of the time limit: first local search, CP-SAT; the rest refines.
 LOCAL_SHARE, EXACT_SHARE = 0.15, 0.70
@@ -43,9 +46,11 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
     stats: dict = {"baseline_makespan": simulator.evaluate(start).makespan}
     local_limit = min(LOCAL_SHARE * options.time_limit, _remaining(options, started))
     local_plan, local_stats = improve(problem, start, options, local_limit)
+    templates = local_stats.pop("templates", None)
     stats["local"] = local_stats
-    best_plan, best = local_plan, simulator.evaluate(local_plan).makespan
-    stats["local_makespan"] = best
+    # Plans are compared by score: the makespan, x (1 + lambda_ac) for a fused plan.
+    best_plan, best = local_plan, simulator.evaluate(local_plan).score
+    stats["local_makespan"] = simulator.evaluate(local_plan).makespan
     bound = None
     message = ""
     if local_stats["interrupted"]:
@@ -53,7 +58,7 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
     else:
         exact_limit = min(EXACT_SHARE * options.time_limit, _remaining(options, started))
         try:
-            exact = cpsat.solve_with_hint(problem, options, local_plan, exact_limit)
+            exact = _exact(problem, options, local_plan, exact_limit)
         except KeyboardInterrupt:
             exact = None
             message = "interrupted during CP-SAT: local plan kept"
@@ -72,8 +77,10 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
                 message = f"CP-SAT did not improve on the local plan ({exact.message})"
             else:
                 bound = exact.bound
-                if exact.makespan is not None and exact.makespan <= best:
-                    best_plan, best = exact.plan, exact.makespan
+                if exact.score is not None and exact.score <= best:
+                    best_plan, best = exact.plan, exact.score
+            if exact.templates is not None:
+                templates = merge_templates(templates, exact.templates)
         # The one rule decides whether the bound already proves the best plan.
         proven = bound is not None and verdict(best, bound, options.gap) in (
             Status.OPTIMAL,
@@ -82,10 +89,13 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
         remaining = _remaining(options, started)
         if not proven and remaining > 0.5 and not message.startswith("interrupted"):
             refined, refine_stats = improve(problem, best_plan, options, remaining)
+            refined_templates = refine_stats.pop("templates", None)
+            if refined_templates is not None:
+                templates = merge_templates(templates, refined_templates)
             stats["refine"] = refine_stats
-            refined_makespan = simulator.evaluate(refined).makespan
-            if refined_makespan < best:
-                best_plan, best = refined, refined_makespan
+            refined_score = simulator.evaluate(refined).score
+            if refined_score < best:
+                best_plan, best = refined, refined_score
     return plan_result(
         problem,
         "auto",
@@ -95,7 +105,51 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
         requested_gap=options.gap,
         stats=stats,
         message=message,
+        templates=templates,
     )
+
+
+def _exact(problem: Problem, options: SolveOptions, hint: Plan, time_limit: float) -> Result:
+    """CP-SAT warm-started from ``hint``; on an AC-share problem once per template.
+
+    Each template is hinted with ``hint`` when it is of that template, else
+    with the template's better baseline; the result keeps the better plan
+    and the smaller of the two score bounds (:mod:`solvers.templates`).
+    """
+    if len(problem.templates) == 1:
+        return cpsat.solve_with_hint(problem, options, hint, time_limit)
+
+    def solve_one(variant: Problem, sub_options: SolveOptions) -> Result:
+        start = hint if hint.fused == variant.directory.fused else best_baseline(variant)
+        if start is None:
+            return plan_result(
+                variant, "cpsat", None, time.perf_counter(), message="no baseline plan fits"
+            )
+        return cpsat.solve_with_hint(variant, sub_options, start, sub_options.time_limit)
+
+    return solve_templates(
+        problem, dataclasses.replace(options, time_limit=time_limit), solve_one, "cpsat"
+    )
+
+
+def merge_templates(first: dict | None, second: dict | None) -> dict | None:
+    """Per template, the better plan (smaller score) and the larger bound of two summaries."""
+    if first is None or second is None:
+        return first if second is None else second
+    merged = {}
+    for template in {**first, **second}:
+        a, b = first.get(template), second.get(template)
+        if a is None or b is None:
+            merged[template] = dict(a or b)
+            continue
+        better = (
+            a
+            if b["score_s"] is None or (a["score_s"] is not None and a["score_s"] <= b["score_s"])
+            else b
+        )
+        bounds = [x["bound_s"] for x in (a, b) if x["bound_s"] is not None]
+        merged[template] = {**better, "bound_s": max(bounds) if bounds else None}
+    return merged
 
 
 def _remaining(options: SolveOptions, started: float) -> float:

@@ -77,6 +77,7 @@ def plan_result(
     requested_gap: float = 0.0,
     stats: dict | None = None,
     message: str = "",
+    templates: dict | None = None,
 ) -> Result:
     """Simulate ``plan`` and package it with its verdict.
 
@@ -91,26 +92,34 @@ def plan_result(
     started
         ``time.perf_counter()`` at the start of the solve (for the wall time).
     bound
-        A proven lower bound on the makespan (s) from the backend; the result's
-        bound is the larger of it and the plan-independent bounds, and at most
-        the plan's makespan.
+        A proven lower bound on the makespan (s) over ``problem``'s plan space
+        from the backend (for a problem restricted to the fused AC-share
+        template, a raw makespan bound: it is multiplied by ``1 + lambda_ac``
+        here; for a problem with both templates, already a score bound). The
+        result's bound is the larger of it and the plan-independent bound
+        :attr:`Problem.score_bound`, and at most the plan's score.
     requested_gap
         The gap the user allowed (``--gap``).
     stats, message
         Backend statistics and a one-line note.
+    templates
+        What the backend knows of each template of an AC-share problem
+        (:attr:`Result.templates`).
 
     Returns
     -------
     Result
         For a plan that fits in memory, the status is
-        :func:`solvers.result.verdict` of its simulated makespan and the
-        bound: the one rule, whatever the backend.
+        :func:`solvers.result.verdict` of its simulated score (the makespan,
+        x (1 + lambda_ac) for a fused plan) and the bound: the one rule,
+        whatever the backend.
     """
     stats = dict(stats or {})
-    best_bound = problem.bounds.best
+    best_bound = problem.score_bound
     if bound is not None:
-        best_bound = max(best_bound, bound)
+        best_bound = max(best_bound, bound * problem.score_factor)
     k_eval = problem.instance.k_eval
+    ac = _ac_fields(problem, templates)
     if plan is None:
         return Result(
             Status.UNKNOWN,
@@ -121,8 +130,10 @@ def plan_result(
             stats=stats,
             message=message or "no plan found within the limits",
             requested_gap=requested_gap,
+            **ac,
         )
     trace = problem.simulator.simulate(plan)
+    factor = problem.instance.score_factor(plan.fused)
     if not trace.feasible:
         return Result(
             Status.ERROR,
@@ -137,13 +148,15 @@ def plan_result(
                 f"the plan overflows memory by {trace.violation_bytes / 1e9:.3f} GB in simulation"
             ),
             requested_gap=requested_gap,
+            score_factor=factor,
+            **ac,
         )
     makespan = trace.makespan
-    # A valid bound never exceeds a feasible plan's makespan; a solver's float
+    # A valid bound never exceeds a feasible plan's score; a solver's float
     # tolerance can put it a hair above.
-    best_bound = min(best_bound, makespan)
+    best_bound = min(best_bound, makespan * factor)
     return Result(
-        verdict(makespan, best_bound, requested_gap),
+        verdict(makespan * factor, best_bound, requested_gap),
         solver,
         plan=plan,
         makespan=makespan,
@@ -153,7 +166,39 @@ def plan_result(
         stats=stats,
         message=message,
         requested_gap=requested_gap,
+        score_factor=factor,
+        **ac,
     )
+
+
+def _ac_fields(problem: Problem, templates: dict | None) -> dict:
+    """``lambda_ac`` and ``templates`` of a result on an AC-share instance ({} otherwise)."""
+    if not problem.instance.ac_share:
+        return {}
+    return {"lambda_ac": problem.instance.lambda_ac, "templates": templates}
+
+
+def template_summary(problem: Problem, plan: Plan | None, bound: float | None = None) -> dict:
+    """One entry of :attr:`Result.templates`: a template's best plan (or none) and bound.
+
+    Parameters
+    ----------
+    problem
+        The problem (any template; the plan picks its own simulator).
+    plan
+        The template's best plan known, or None.
+    bound
+        A proven lower bound on the template's score (s), or None.
+    """
+    entry: dict = {"status": None, "makespan_s": None, "score_s": None, "bound_s": bound}
+    if plan is not None:
+        evaluation = problem.simulator.evaluate(plan)
+        entry.update(
+            status="FEASIBLE" if evaluation.feasible else "ERROR",
+            makespan_s=evaluation.makespan,
+            score_s=evaluation.score,
+        )
+    return entry
 
 
 def baseline_result(
@@ -162,10 +207,87 @@ def baseline_result(
     build: Callable[[CandidateDirectory, Simulator], Plan | None],
     requested_gap: float = 0.0,
 ) -> Result:
-    """Screen for unplaceable vertices, build a baseline plan and simulate it."""
+    """Screen for unplaceable vertices, build a baseline plan and simulate it.
+
+    On an AC-share instance the baseline is built for each template and the
+    plan of the smaller score is kept (:func:`best_over_templates`).
+    """
     started = time.perf_counter()
     infeasible = unplaceable_result(problem, solver, started)
     if infeasible is not None:
         return infeasible
-    plan = build(problem.directory, problem.simulator)
-    return plan_result(problem, solver, plan, started, requested_gap=requested_gap)
+    plan, templates = best_over_templates(problem, build)
+    return plan_result(
+        problem, solver, plan, started, requested_gap=requested_gap, templates=templates
+    )
+
+
+def best_over_templates(
+    problem: Problem, build: Callable[[CandidateDirectory, Simulator], Plan | None]
+) -> tuple[Plan | None, dict | None]:
+    """``build``'s plan for each template of ``problem``, and the one of the smaller score.
+
+    Returns the best plan (None if no template gave one) and, for a problem
+    with both templates, the :attr:`Result.templates` entries (else None).
+    """
+    plans = {}
+    for template in problem.templates:
+        variant = problem.variant(template)
+        if variant.unplaceable():
+            plans[template] = None
+            continue
+        plans[template] = build(variant.directory, variant.simulator)
+    found = [plan for plan in plans.values() if plan is not None]
+    best = min(found, key=lambda plan: problem.simulator.evaluate(plan).score) if found else None
+    if len(plans) == 1:
+        return best, None
+    return best, {name: template_summary(problem, plan) for name, plan in plans.items()}
+
+
+def infeasible_despite_start(
+    problem: Problem, solver: str, started: float, stats: dict, requested_gap: float
+) -> Result:
+    """ERROR: an exact backend calls its model infeasible although its warm start is a plan.
+
+    The warm start is a simulated, memory-feasible plan of the same plan
+    space, so this can only be a modelling error, and it is reported as one.
+    """
+    return Result(
+        Status.ERROR,
+        solver,
+        k_eval=problem.instance.k_eval,
+        wall_time=time.perf_counter() - started,
+        stats=stats,
+        message=f"{solver} reports the model infeasible although its warm start is a feasible plan",
+        requested_gap=requested_gap,
+    )
+
+
+def check_objective(result: Result, objective: float, tolerance: float, solver: str) -> bool:
+    """Mark ``result`` ERROR when the backend's objective disagrees with its simulated plan.
+
+    Parameters
+    ----------
+    result
+        The backend's plan, simulated (:func:`plan_result`).
+    objective
+        The backend's objective value for that plan (s).
+    tolerance
+        ``Formulation.simulation_tolerance(objective)``: the one tolerance of
+        every exact backend.
+    solver
+        Backend name, for the message.
+
+    Returns
+    -------
+    bool
+        Whether the two agree (the result is left unchanged then).
+    """
+    if result.makespan is None or abs(result.makespan - objective) <= tolerance:
+        return True
+    result.status = Status.ERROR
+    result.message = (
+        f"{solver} objective {objective:.6f} s differs from its simulated plan "
+        f"{result.makespan:.6f} s by more than the time-unit tolerance {tolerance:.2e} s"
+    )
+    return False

@@ -1,10 +1,14 @@
 """Backend ``cpsat``: the exact formulation in OR-Tools CP-SAT.
 
-Variables (owned by :class:`CpSatVariables`): one Boolean per (vertex, block,
-candidate) assignment with exactly one true per vertex; a block literal per
-(vertex, block); staleness Booleans; per run a start, an end and an interval
-whose length is the chosen duration; per vertex a GPU-range interval; the
-makespan.
+Variables (owned by :class:`CpSatVariables`): ``choose[v,a]``, one Boolean
+per (vertex, block, candidate) assignment with exactly one true per vertex;
+``on_block[v,b]`` per (vertex, block); ``staleness_is[m,s]``; per run
+``run_start``, ``run_end`` and an interval whose length is the chosen
+``duration``; per vertex a GPU-range interval; the ``makespan``.
+
+The lag, memory, load and area rows come from :mod:`formulation.rows` and
+:meth:`formulation.Formulation.load_rows`, shared with the MILP; this module
+only writes them in CP-SAT's API.
 
 Constraint families (the same names as in ``solvers.milp``):
 ``_select_one_candidate``, ``_gpu_exclusivity`` (NoOverlap2D over time x GPU
@@ -16,9 +20,10 @@ the makespan covers each GPU unit's total run time) and ``_gpu_area``
 (redundant: all runs' GPU-seconds fit in the cluster's).
 
 Durations and lags are rounded down to the time unit of the formulation, so
-the proven bound is a valid lower bound on the true optimum. No symmetry
-breaking is added: blocks of equal shape are not interchangeable in general
-(transfer lags depend on positions), so none is proven valid here.
+the proven bound is a valid lower bound on the true optimum. Symmetry
+breaking (the generation block starts at GPU 0 when mirroring GPU indices is
+a symmetry of the cluster) is part of the formulation
+(:func:`formulation.model.symmetry_root`).
 """
 
 from __future__ import annotations
@@ -29,21 +34,36 @@ from collections.abc import Callable
 
 from ortools.sat.python import cp_model
 
-from formulation import Formulation, build_formulation
+from formulation import Formulation, build_formulation, rows
 from rpeg import stop
 from rpeg.context import Problem
-from rpeg.instance import LEVELS
 from rpeg.plan import Plan
-from solvers.common import BuildTimeout, Deadline, plan_result, unplaceable_result
+from solvers.common import (
+    BuildTimeout,
+    Deadline,
+    check_objective,
+    infeasible_despite_start,
+    plan_result,
+    unplaceable_result,
+)
 from solvers.options import SolveOptions
-from solvers.result import Result, Status
+from solvers.result import Result
+from solvers.templates import each_template
 
 #: Inner-loop iterations between two deadline checks while building.
 TICKS_PER_CHECK = 32
 
 
 class CpSatVariables:
-    """The decision variables of the CP-SAT model; warm starts go through :meth:`hint`."""
+    """The decision variables of the CP-SAT model; warm starts go through :meth:`warm_start`.
+
+    Names (as they appear in an exported model): ``choose[v,a]`` one Boolean
+    per (vertex, assignment), ``on_block[v,b]`` per (vertex, block),
+    ``staleness_is[m,s]`` per trained model and value, ``duration[v]``,
+    ``gpu_first[v]`` / ``gpu_count[v]`` / ``gpu_end[v]`` and the interval
+    ``gpus[v]`` of each vertex's GPU range, ``run_start[r]`` / ``run_end[r]``
+    and the interval ``run[r]`` of each run, and ``makespan``.
+    """
 
     def __init__(
         self,
@@ -56,77 +76,78 @@ class CpSatVariables:
         self.formulation = formulation
         f = formulation
         horizon = f.horizon
-        self.assign = [
-            [model.NewBoolVar(f"x[{v},{a}]") for a in range(len(items))]
+        num_gpus = f.problem.directory.cluster.num_gpus
+        self.choose = [
+            [model.NewBoolVar(f"choose[{v},{a}]") for a in range(len(items))]
             for v, items in enumerate(f.assignments)
         ]
         self.on_block: list[dict[int, cp_model.IntVar]] = []
         for vertex, items in enumerate(f.assignments):
             per_block: dict[int, list] = {}
-            for literal, assignment in zip(self.assign[vertex], items, strict=True):
+            for literal, assignment in zip(self.choose[vertex], items, strict=True):
                 per_block.setdefault(f.block_index[assignment.block], []).append(literal)
             literals = {}
             for block, members in per_block.items():
                 tick()
-                literal = model.NewBoolVar(f"y[{vertex},{block}]")
+                literal = model.NewBoolVar(f"on_block[{vertex},{block}]")
                 model.Add(literal == cp_model.LinearExpr.sum(members))
                 literals[block] = literal
             self.on_block.append(literals)
         self.staleness = {
-            m: {value: model.NewBoolVar(f"s[{m},{value}]") for value in choices}
+            m: {value: model.NewBoolVar(f"staleness_is[{m},{value}]") for value in choices}
             for m, choices in f.staleness_choices.items()
         }
         self.duration = []
-        self.gpu_start = []
-        self.gpu_size = []
+        self.gpu_first = []
+        self.gpu_count = []
         self.gpu_interval = []
         for vertex, items in enumerate(f.assignments):
             tick()
             low = min(a.duration for a in items)
             high = max(a.duration for a in items)
-            duration = model.NewIntVar(low, high, f"d[{vertex}]")
+            duration = model.NewIntVar(low, high, f"duration[{vertex}]")
             model.Add(
                 duration
                 == cp_model.LinearExpr.weighted_sum(
-                    self.assign[vertex], [a.duration for a in items]
+                    self.choose[vertex], [a.duration for a in items]
                 )
             )
-            start = model.NewIntVar(0, f.problem.directory.cluster.num_gpus, f"g0[{vertex}]")
-            size = model.NewIntVar(1, f.problem.directory.cluster.num_gpus, f"gw[{vertex}]")
+            first = model.NewIntVar(0, num_gpus, f"gpu_first[{vertex}]")
+            count = model.NewIntVar(1, num_gpus, f"gpu_count[{vertex}]")
             model.Add(
-                start
+                first
                 == cp_model.LinearExpr.weighted_sum(
-                    self.assign[vertex], [a.block.start for a in items]
+                    self.choose[vertex], [a.block.start for a in items]
                 )
             )
             model.Add(
-                size
+                count
                 == cp_model.LinearExpr.weighted_sum(
-                    self.assign[vertex], [a.block.size for a in items]
+                    self.choose[vertex], [a.block.size for a in items]
                 )
             )
-            end = model.NewIntVar(1, f.problem.directory.cluster.num_gpus, f"g1[{vertex}]")
+            end = model.NewIntVar(1, num_gpus, f"gpu_end[{vertex}]")
             self.duration.append(duration)
-            self.gpu_start.append(start)
-            self.gpu_size.append(size)
-            self.gpu_interval.append(model.NewIntervalVar(start, size, end, f"gpus[{vertex}]"))
-        self.start, self.end, self.interval = [], [], []
+            self.gpu_first.append(first)
+            self.gpu_count.append(count)
+            self.gpu_interval.append(model.NewIntervalVar(first, count, end, f"gpus[{vertex}]"))
+        self.run_start, self.run_end, self.run_interval = [], [], []
         for run in range(f.num_runs):
             vertex = run % f.num_vertices
-            start = model.NewIntVar(0, horizon, f"S[{run}]")
-            end = model.NewIntVar(0, horizon, f"E[{run}]")
-            self.start.append(start)
-            self.end.append(end)
-            self.interval.append(
+            start = model.NewIntVar(0, horizon, f"run_start[{run}]")
+            end = model.NewIntVar(0, horizon, f"run_end[{run}]")
+            self.run_start.append(start)
+            self.run_end.append(end)
+            self.run_interval.append(
                 model.NewIntervalVar(start, self.duration[vertex], end, f"run[{run}]")
             )
         self.makespan = model.NewIntVar(0, horizon, "makespan")
 
-    def hint(self, chosen: list[int], staleness: dict[str, int], starts: list[int]) -> None:
+    def warm_start(self, chosen: list[int], staleness: dict[str, int], starts: list[int]) -> None:
         """Hint a complete solution (a heuristic plan as converted by the formulation)."""
         model, f = self.model, self.formulation
         for vertex, index in enumerate(chosen):
-            for a, literal in enumerate(self.assign[vertex]):
+            for a, literal in enumerate(self.choose[vertex]):
                 model.AddHint(literal, a == index)
             block = f.block_index[f.assignments[vertex][index].block]
             for b, literal in self.on_block[vertex].items():
@@ -134,32 +155,31 @@ class CpSatVariables:
         for m, literals in self.staleness.items():
             for value, literal in literals.items():
                 model.AddHint(literal, value == staleness[m])
+        ends = f.run_ends(chosen, starts)
         for run, start in enumerate(starts):
-            vertex = run % f.num_vertices
-            model.AddHint(self.start[run], start)
-            model.AddHint(self.end[run], start + f.assignments[vertex][chosen[vertex]].duration)
-        ends = [
-            starts[r] + f.assignments[r % f.num_vertices][chosen[r % f.num_vertices]].duration
-            for r in range(f.num_runs)
-        ]
+            model.AddHint(self.run_start[run], start)
+            model.AddHint(self.run_end[run], ends[run])
         model.AddHint(self.makespan, max(ends))
 
     def chosen(self, solver: cp_model.CpSolver) -> tuple[list[int], dict[str, int], list[int]]:
         """Assignment indices, staleness and run starts of the solver's solution."""
         chosen = [
             next(a for a, x in enumerate(literals) if solver.BooleanValue(x))
-            for literals in self.assign
+            for literals in self.choose
         ]
         staleness = {
             m: next(value for value, x in literals.items() if solver.BooleanValue(x))
             for m, literals in self.staleness.items()
         }
-        starts = [solver.Value(s) for s in self.start]
+        starts = [solver.Value(s) for s in self.run_start]
         return chosen, staleness, starts
 
 
 class CpSatModel:
     """Builds the CP-SAT model from a formulation, one method per constraint family.
+
+    The rows come from :mod:`formulation.rows` (the same rows as the MILP's);
+    each condition of a row becomes an enforcement literal.
 
     Parameters
     ----------
@@ -177,8 +197,7 @@ class CpSatModel:
         self.model = cp_model.CpModel()
         self._check("variables")
         self.vars = CpSatVariables(self.model, formulation, self._tick)
-        self._level_literals: dict[tuple[int, int, str], cp_model.IntVar | None] = {}
-        self._layout_literals: dict[tuple[int, int, tuple[int, int]], cp_model.IntVar | None] = {}
+        self._condition_literals: dict[rows.Condition, cp_model.IntVar] = {}
         for family in (
             self._select_one_candidate,
             self._gpu_exclusivity,
@@ -203,41 +222,41 @@ class CpSatModel:
         if self._ticks % TICKS_PER_CHECK == 0:
             self._check()
 
-    # -- helper literals -----------------------------------------------------------------
+    # -- condition literals --------------------------------------------------------------
 
-    def _sum_literal(self, name: str, members: list):
-        """A Boolean equal to the sum of mutually exclusive literals (None if there are none)."""
-        if not members:
-            return None
-        literal = self.model.NewBoolVar(name)
-        self.model.Add(literal == cp_model.LinearExpr.sum(members))
+    def _literal(self, condition: rows.Condition) -> cp_model.IntVar:
+        """The literal of a row condition (one per distinct condition)."""
+        if isinstance(condition, rows.StalenessIs):
+            return self.vars.staleness[condition.model][condition.value]
+        if isinstance(condition, rows.OnBlocks) and len(condition.blocks) == 1:
+            return self.vars.on_block[condition.vertex][condition.blocks[0]]
+        if isinstance(condition, rows.Chooses) and len(condition.indices) == 1:
+            return self.vars.choose[condition.vertex][condition.indices[0]]
+        literal = self._condition_literals.get(condition)
+        if literal is None:
+            if isinstance(condition, rows.OnBlocks):
+                name = f"source_on[{condition.vertex},{len(self._condition_literals)}]"
+                members = [self.vars.on_block[condition.vertex][b] for b in condition.blocks]
+            else:
+                name = f"source_layout[{condition.vertex},{len(self._condition_literals)}]"
+                members = [self.vars.choose[condition.vertex][a] for a in condition.indices]
+            literal = self.model.NewBoolVar(name)
+            self.model.Add(literal == cp_model.LinearExpr.sum(members))
+            self._condition_literals[condition] = literal
         return literal
 
-    def _elsewhere_at_level(self, vertex: int, target: int, level: str):
-        """Literal: ``vertex`` is on a block other than ``target`` spanning ``level`` with it."""
-        key = (vertex, target, level)
-        if key not in self._level_literals:
-            blocks = self.formulation.elsewhere_blocks(vertex, target, level)
-            members = [self.vars.on_block[vertex][b] for b in blocks]
-            self._level_literals[key] = self._sum_literal(f"at[{vertex},{target},{level}]", members)
-        return self._level_literals[key]
-
-    def _other_layout_on(self, vertex: int, target: int, layout: tuple[int, int, int]):
-        """Literal: ``vertex`` sits on block ``target`` in a weight layout other than ``layout``."""
-        key = (vertex, target, layout)
-        if key not in self._layout_literals:
-            indices = self.formulation.other_layout_assignments(vertex, target, layout)
-            members = [self.vars.assign[vertex][a] for a in indices]
-            self._layout_literals[key] = self._sum_literal(
-                f"lay[{vertex},{target},{layout}]", members
-            )
-        return self._layout_literals[key]
+    def _lag_row(self, row: rows.LagRow) -> None:
+        """``run_start[after] >= run_end[before] + lag``, enforced by the row's conditions."""
+        v = self.vars
+        constraint = self.model.Add(v.run_start[row.after] >= v.run_end[row.before] + row.lag)
+        if row.conditions:
+            constraint.OnlyEnforceIf([self._literal(c) for c in row.conditions])
 
     # -- constraint families ----------------------------------------------------------------
 
     def _select_one_candidate(self) -> None:
         """Exactly one assignment per vertex and one staleness per trained model."""
-        for literals in self.vars.assign:
+        for literals in self.vars.choose:
             self.model.AddExactlyOne(literals)
         for literals in self.vars.staleness.values():
             self.model.AddExactlyOne(literals.values())
@@ -246,107 +265,56 @@ class CpSatModel:
         """Runs whose GPU ranges intersect do not overlap in time (NoOverlap2D)."""
         f = self.formulation
         self.model.AddNoOverlap2D(
-            self.vars.interval,
+            self.vars.run_interval,
             [self.vars.gpu_interval[run % f.num_vertices] for run in range(f.num_runs)],
         )
 
     def _precedence(self) -> None:
         """Chain edges, and data edges with their exact pairwise lags."""
-        f, v, model = self.formulation, self.vars, self.model
-        for step in range(1, f.k_eval):
-            for vertex in range(f.num_vertices):
-                model.Add(v.start[f.run(vertex, step)] >= v.end[f.run(vertex, step - 1)])
-        data_lags = {level: f.data_lag_at(level) for level in LEVELS}
-        for step in range(f.k_eval):
-            for src, dst in f.data_edges:
-                self._check()
-                before, after = f.run(src, step), f.run(dst, step)
-                model.Add(v.start[after] >= v.end[before])
-                for target, literal in v.on_block[dst].items():
-                    self._tick()
-                    for level, lag in data_lags.items():
-                        if lag <= 0:
-                            continue
-                        elsewhere = self._elsewhere_at_level(src, target, level)
-                        if elsewhere is not None:
-                            model.Add(v.start[after] >= v.end[before] + lag).OnlyEnforceIf(
-                                [literal, elsewhere]
-                            )
+        for row in rows.chain_rows(self.formulation):
+            self._lag_row(row)
+        for row in rows.data_rows(self.formulation):
+            self._tick()
+            self._lag_row(row)
 
     def _staleness(self) -> None:
         """Pub edges: a user at step t waits for the train run at t-1-σ, with the pub lag.
 
         A synchronous edge (old log-probs) has σ = 0 whatever is chosen.
         """
-        f, v, model = self.formulation, self.vars, self.model
-        for src, dst, model_name, key in f.pub_edges:
-            for sigma in f.staleness_options(key):
-                chosen = [v.staleness[key][sigma]] if key is not None else []
-                for step in range(f.k_eval):
-                    source_step = f.pub_source_step(step, sigma)
-                    if source_step < 0:
-                        continue
-                    self._check()
-                    before, after = f.run(src, source_step), f.run(dst, step)
-                    model.Add(v.start[after] >= v.end[before]).OnlyEnforceIf(chosen)
-                    for x, target in zip(v.assign[dst], f.assignments[dst], strict=True):
-                        self._tick()
-                        block = f.block_index[target.block]
-                        for level in LEVELS:
-                            elsewhere = self._elsewhere_at_level(src, block, level)
-                            lag = f.pub_lag_at(model_name, level, target)
-                            if elsewhere is not None and lag > 0:
-                                model.Add(v.start[after] >= v.end[before] + lag).OnlyEnforceIf(
-                                    [*chosen, x, elsewhere]
-                                )
-                        other_layout = self._other_layout_on(src, block, target.layout)
-                        lag = f.reshard_lag(model_name, target)
-                        if other_layout is not None and lag > 0:
-                            model.Add(v.start[after] >= v.end[before] + lag).OnlyEnforceIf(
-                                [*chosen, x, other_layout]
-                            )
+        for row in rows.pub_rows(self.formulation):
+            self._tick()
+            self._lag_row(row)
 
     def _memory_capacity(self) -> None:
         """Per GPU: Σ over models of the largest resident + the largest transient ≤ capacity."""
         f, v, model = self.formulation, self.vars, self.model
-        template = f.problem.directory.template
         capacity = f.memory_capacity
-        for low, high in f.maximal_units():
+        for row in rows.memory_rows(f):
             self._check()
-            covering = [
-                [
-                    (f.assignments[vertex][a], v.assign[vertex][a])
-                    for a in f.covering(vertex, (low, high))
-                ]
-                for vertex in range(f.num_vertices)
-            ]
-            if not any(covering):
-                continue
-            residents = {}
-            transient = model.NewIntVar(0, capacity, f"T[{low}]")
-            for vertex, terms in enumerate(covering):
+            low = row.unit[0]
+            resident = {
+                name: model.NewIntVar(0, capacity, f"resident[{name},{low}]") for name in row.models
+            }
+            transient = model.NewIntVar(0, capacity, f"transient[{low}]")
+            for terms in row.vertices:
                 self._tick()
-                if not terms:
-                    continue
-                name = template.vertices[vertex].model
-                if name not in residents:
-                    residents[name] = model.NewIntVar(0, capacity, f"R[{name},{low}]")
-                literals = [x for _, x in terms]
+                literals = [v.choose[terms.vertex][i] for i, _ in terms.resident]
                 model.Add(
-                    residents[name]
-                    >= cp_model.LinearExpr.weighted_sum(literals, [a.resident for a, _ in terms])
+                    resident[terms.model]
+                    >= cp_model.LinearExpr.weighted_sum(literals, [b for _, b in terms.resident])
                 )
                 model.Add(
                     transient
-                    >= cp_model.LinearExpr.weighted_sum(literals, [a.transient for a, _ in terms])
+                    >= cp_model.LinearExpr.weighted_sum(literals, [b for _, b in terms.transient])
                 )
-            model.Add(sum(residents.values()) + transient <= capacity)
+            model.Add(sum(resident.values()) + transient <= capacity)
 
     def _objective(self) -> None:
         """Minimise the makespan of the k_eval steps."""
         f, v, model = self.formulation, self.vars, self.model
         for vertex in range(f.num_vertices):
-            model.Add(v.makespan >= v.end[f.run(vertex, f.k_eval - 1)])
+            model.Add(v.makespan >= v.run_end[f.run(vertex, f.k_eval - 1)])
         model.Minimize(v.makespan)
 
     def _gpu_load(self) -> None:
@@ -362,7 +330,7 @@ class CpSatModel:
             model.Add(
                 v.makespan
                 >= cp_model.LinearExpr.weighted_sum(
-                    [v.assign[vertex][i] for vertex, i, _ in terms],
+                    [v.choose[vertex][i] for vertex, i, _ in terms],
                     [coefficient for _, _, coefficient in terms],
                 )
             )
@@ -376,11 +344,11 @@ class CpSatModel:
         """
         f, v, model = self.formulation, self.vars, self.model
         gpus = f.problem.directory.cluster.num_gpus
+        terms = rows.area_terms(f)
         model.Add(
             gpus * v.makespan
             >= cp_model.LinearExpr.weighted_sum(
-                [x for literals in v.assign for x in literals],
-                [f.k_eval * a.block.size * a.duration for items in f.assignments for a in items],
+                [v.choose[vertex][i] for vertex, i, _ in terms], [c for _, _, c in terms]
             )
         )
 
@@ -449,8 +417,8 @@ def solve_with_hint(
     try:
         formulation = build_formulation(problem, upper)
         built = CpSatModel(formulation, deadline)
-        deadline.check("hint")
-        built.vars.hint(*formulation.warm_start(start))
+        deadline.check("warm start")
+        built.vars.warm_start(*formulation.warm_start(start))
         deadline.check("solver start")
     except BuildTimeout as exc:
         stats["build_s"] = time.perf_counter() - started
@@ -491,16 +459,7 @@ def solve_with_hint(
         }
     )
     if status == cp_model.INFEASIBLE:
-        # The hinted heuristic plan is feasible, so this can only be a modelling error.
-        return Result(
-            Status.ERROR,
-            "cpsat",
-            k_eval=problem.instance.k_eval,
-            wall_time=time.perf_counter() - started,
-            stats=stats,
-            message="CP-SAT reports infeasible although a feasible plan was hinted",
-            requested_gap=options.gap,
-        )
+        return infeasible_despite_start(problem, "cpsat", started, stats, options.gap)
     bound = solver.BestObjectiveBound() * formulation.unit
     stats["cp_bound_s"] = bound
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -511,13 +470,9 @@ def solve_with_hint(
     result = plan_result(
         problem, "cpsat", plan, started, bound=bound, requested_gap=options.gap, stats=stats
     )
-    tolerance = formulation.rounding_tolerance()
-    if result.makespan is not None and abs(result.makespan - objective) > tolerance:
-        result.status = Status.ERROR
-        result.message = (
-            f"CP-SAT objective {objective:.6f} s differs from its simulated plan "
-            f"{result.makespan:.6f} s by more than the time-unit tolerance {tolerance:.2e} s"
-        )
+    if not check_objective(
+        result, objective, formulation.simulation_tolerance(objective), "CP-SAT"
+    ):
         return result
     stats["solver_plan_makespan_s"] = result.stats["solver_plan_makespan_s"] = result.makespan
     if result.makespan is not None and upper < result.makespan:
@@ -528,6 +483,7 @@ def solve_with_hint(
     return result
 
 
+@each_template("cpsat")  # AC-share: solve each template, keep the better
 def solve(problem: Problem, options: SolveOptions) -> Result:
     """CP-SAT warm-started from the better baseline improved by a short local search."""
     from solvers.local import warm_start_plan

@@ -30,6 +30,7 @@ from rpeg.plan import Placement, Plan, make_staleness
 from solvers.common import plan_result, unplaceable_result
 from solvers.options import SolveOptions
 from solvers.result import Result, Status
+from solvers.templates import each_template
 
 #: Largest number of (placement, staleness) combinations the oracle accepts.
 MAX_COMBINATIONS = 2_000_000
@@ -161,6 +162,7 @@ class _OrderSearch:
                 return
 
 
+@each_template("exhaustive")  # AC-share: solve each template, keep the better
 def solve(problem: Problem, options: SolveOptions) -> Result:
     """Enumerate the plan space; OPTIMAL when it completes (its optimum is then the bound)."""
     started = time.perf_counter()

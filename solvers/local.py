@@ -9,24 +9,26 @@ from rpeg.context import Problem
 from rpeg.plan import Plan
 from rpeg.search.annealing import SimulatedAnnealing
 from rpeg.search.stopping import StoppingCriterion
-from solvers.common import plan_result, unplaceable_result
+from rpeg.templates import FUSED
+from solvers.common import best_over_templates, plan_result, template_summary, unplaceable_result
 from solvers.options import SolveOptions
 from solvers.result import Result
 
 
 def best_baseline(problem: Problem) -> Plan | None:
-    """The better (by simulated makespan) of the greedy and concurrent baselines."""
+    """The better (by simulated score) of the greedy and concurrent baselines.
+
+    On an AC-share problem both baselines are built for each template.
+    """
     plans = [
         plan
-        for plan in (
-            greedy_plan(problem.directory, problem.simulator),
-            concurrent_plan(problem.directory, problem.simulator),
-        )
+        for build in (greedy_plan, concurrent_plan)
+        for plan in (best_over_templates(problem, build)[0],)
         if plan is not None
     ]
     if not plans:
         return None
-    return min(plans, key=lambda plan: problem.simulator.evaluate(plan).makespan)
+    return min(plans, key=lambda plan: problem.simulator.evaluate(plan).score)
 
 
 def improve(
@@ -36,18 +38,33 @@ def improve(
     time_limit: float,
     max_evaluations: int | None = None,
 ) -> tuple[Plan, dict]:
-    """Run the local search from ``start``; returns the best plan and statistics."""
+    """Run the local search from ``start``; returns the best plan and statistics.
+
+    On an AC-share problem the search switches templates, and
+    ``stats["templates"]`` holds :attr:`Result.templates` entries of the best
+    plan it saw of each.
+    """
+    switch = len(problem.templates) > 1
     search = SimulatedAnnealing(
         problem.simulator,
         seed=options.seed,
         progress=lambda best, evaluations: options.progress.update(
             best=best, evaluations=evaluations
         ),
+        switch_templates=switch,
     )
     stop = StoppingCriterion(max_evaluations or problem.instance.optimizer.e_max, time_limit)
     outcome = search.run(start, stop)
     stats = outcome.statistics
+    templates = {}
+    if switch:
+        for template in problem.templates:
+            state = search.best_by_template.get(template == FUSED)
+            templates[template] = template_summary(problem, None if state is None else state.plan)
+        # The returned plan is its template's best.
+        templates[outcome.plan.template] = template_summary(problem, outcome.plan)
     return outcome.plan, {
+        **({"templates": templates} if switch else {}),
         "evaluations": stats.evaluations,
         "polish_evaluations": stats.polish_evaluations,
         "accepted": stats.accepted,
@@ -70,14 +87,19 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
         return plan_result(
             problem, "local", None, started, message="no baseline plan fits in memory to start from"
         )
-    options.progress.update(
-        best=problem.simulator.evaluate(start).makespan, bound=problem.bounds.best
-    )
+    options.progress.update(best=problem.simulator.evaluate(start).score, bound=problem.score_bound)
     remaining = max(0.0, options.time_limit - (time.perf_counter() - started))
     plan, stats = improve(problem, start, options, remaining)
     message = "interrupted: best plan so far" if stats["interrupted"] else ""
     return plan_result(
-        problem, "local", plan, started, requested_gap=options.gap, stats=stats, message=message
+        problem,
+        "local",
+        plan,
+        started,
+        requested_gap=options.gap,
+        stats=stats,
+        message=message,
+        templates=stats.pop("templates", None),
     )
 
 

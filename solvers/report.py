@@ -28,6 +28,8 @@ def summary_line(problem: Problem, result: Result) -> str:
         if result.bound is None
         else f"bound {result.bound / instance.k_eval:.4f} s/step",
     ]
+    if result.template is not None and result.lambda_ac is not None:
+        parts.insert(1, f"{result.template} score {result.score_step:.4f} s")
     if result.gap is not None:
         parts.append(f"gap {result.gap:.4%}")
     parts.append(f"{instance.hardware.num_gpus} GPUs")
@@ -81,10 +83,12 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
             f"| samples/s | {trace.samples_per_s:.3f} |",
             f"| generated tokens/s | {trace.generated_tokens_per_s:.1f} |",
         ]
+    lines += [f"| {label} | {value} |" for label, value in result.template_rows()]
     bound = None if result.bound is None else result.bound / instance.k_eval
     gap = "—" if result.gap is None else f"{result.gap:.4%}"
+    bounded = "score per step" if result.lambda_ac is not None else "step time"
     lines += [
-        f"| lower bound on the step time | {_seconds(bound)} |",
+        f"| lower bound on the {bounded} | {_seconds(bound)} |",
         f"| gap | {gap} |",
         f"| wall time | {result.wall_time:.2f} s |",
     ]
@@ -97,7 +101,7 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
     ]
     if result.plan is None or trace is None:
         return "\n".join(lines) + "\n"
-    plan, directory = result.plan, problem.directory
+    plan, directory = result.plan, problem.directory.for_plan(result.plan)
     lines += [
         "",
         "## Placement",

@@ -71,8 +71,10 @@ def render_html_report(
             ("samples/s", f"{trace.samples_per_s:.3f}"),
             ("generated tokens/s", f"{trace.generated_tokens_per_s:.1f}"),
         ]
+    summary += result.template_rows()
+    bounded = "score per step" if result.lambda_ac is not None else "step time"
     summary += [
-        ("lower bound on the step time", _seconds(bound_step)),
+        (f"lower bound on the {bounded}", _seconds(bound_step)),
         ("gap", "—" if result.gap is None else f"{result.gap:.4%}"),
         ("wall time", f"{result.wall_time:.2f} s"),
     ]
@@ -80,15 +82,27 @@ def render_html_report(
         summary.append(("note", result.message))
     report.pairs(summary)
     report.heading("Bound")
-    bounds = problem.bounds
-    report.table(
-        ("lower bound", "makespan (s)", "per step (s)"),
-        [
-            ["compute (all FLOPs at peak on every GPU)", bounds.compute, bounds.compute / k],
-            ["critical path (fastest candidates)", bounds.critical_path, bounds.critical_path / k],
-            ["best proven (reported)", result.bound, bound_step],
-        ],
-    )
+    rows = []
+    for template in problem.templates:
+        variant = problem.variant(template)
+        bounds, factor = variant.bounds, variant.score_factor
+        suffix = ""
+        if len(problem.templates) > 1:
+            suffix = f", {template}" + (f" (score: x {factor:g})" if factor != 1 else "")
+        rows += [
+            [
+                f"compute (all FLOPs at peak on every GPU){suffix}",
+                bounds.compute * factor,
+                bounds.compute * factor / k,
+            ],
+            [
+                f"critical path (fastest candidates){suffix}",
+                bounds.critical_path * factor,
+                bounds.critical_path * factor / k,
+            ],
+        ]
+    rows.append(["best proven (reported)", result.bound, bound_step])
+    report.table(("lower bound", "makespan (s)", "per step (s)"), rows)
     report.paragraph(
         "OPTIMAL means the gap (step time − bound) / step time is within the rounding "
         "tolerance of the exact formulation (see the README). Optimality, bound and gap are "
@@ -112,8 +126,8 @@ def _seconds(value: float | None) -> str:
 
 
 def _placement(report: HtmlReport, problem: Problem, result: Result) -> None:
-    plan, directory = result.plan, problem.directory
-    assert plan is not None
+    assert result.plan is not None
+    plan, directory = result.plan, problem.directory.for_plan(result.plan)
     pins = problem.instance.placement.pin
     rows = []
     for index, (vertex, placement) in enumerate(

@@ -110,6 +110,19 @@ class Result:
         One line on why the status is what it is (e.g. which vertex fits nowhere).
     requested_gap
         The relative gap the user allowed (``--gap``; 0 = exact).
+    score_factor
+        The objective factor of the plan's template: ``1 + lambda_ac`` for a
+        fused actor-critic (AC-share) plan, else 1. The *score* (what every
+        solver minimises) is ``makespan * score_factor``; ``bound`` and
+        ``gap`` are about the score.
+    templates
+        For an instance whose plan space has both templates: what the solver
+        knows of each (``separate``, ``ac_share``), its best plan's makespan
+        and score and its bound, in seconds over ``k_eval`` steps (None
+        where unknown); None otherwise. See :meth:`ac_share_summary`.
+    lambda_ac
+        The instance's AC-share penalty when its plan space has the fused
+        template, else None.
     """
 
     status: Status
@@ -122,6 +135,9 @@ class Result:
     stats: dict[str, Any] = field(default_factory=dict)
     message: str = ""
     requested_gap: float = 0.0
+    score_factor: float = 1.0
+    templates: dict[str, dict[str, Any]] | None = None
+    lambda_ac: float | None = None
 
     @property
     def step_time(self) -> float | None:
@@ -129,14 +145,129 @@ class Result:
         return None if self.makespan is None else self.makespan / self.k_eval
 
     @property
+    def score(self) -> float | None:
+        """The objective of the plan over ``k_eval`` steps: makespan x ``score_factor`` (s)."""
+        return None if self.makespan is None else self.makespan * self.score_factor
+
+    @property
+    def score_step(self) -> float | None:
+        """The objective per step: the step time, x (1 + lambda_ac) for a fused plan (s)."""
+        return None if self.score is None else self.score / self.k_eval
+
+    @property
+    def template(self) -> str | None:
+        """The plan's template (``separate`` or ``ac_share``), None without a plan."""
+        return None if self.plan is None else self.plan.template
+
+    @property
     def bound_step(self) -> float | None:
-        """Proven lower bound on the step time (s): the makespan bound per step."""
+        """Proven lower bound on the score per step (s): the step time unless AC-share is on."""
         return None if self.bound is None else self.bound / self.k_eval
 
     @property
     def gap(self) -> float | None:
-        """Relative gap ``(makespan - bound) / makespan`` (see :func:`relative_gap`)."""
-        return relative_gap(self.makespan, self.bound)
+        """Relative gap ``(score - bound) / score`` (see :func:`relative_gap`)."""
+        return relative_gap(self.score, self.bound)
+
+    def ac_share_summary(self) -> dict[str, Any] | None:
+        """Which template won and by how much, for an instance with AC-share (else None).
+
+        ``winner`` is the plan's template; ``other`` the other template's
+        best plan as far as the solver knows it (its makespan and score per
+        step, None when it found none) and its bound; ``margin`` the relative
+        score advantage ``(other score - winner score) / other score``.
+        """
+        if self.lambda_ac is None:
+            return None
+        winner = self.template
+        summary: dict[str, Any] = {
+            "lambda_ac": self.lambda_ac,
+            "winner": winner,
+            "step_time_s": self.step_time,
+            "score_step_s": self.score_step,
+            "other": None,
+            "margin": None,
+        }
+        if winner is None or not self.templates:
+            return summary
+        other_name = "separate" if winner == "ac_share" else "ac_share"
+        other = self.templates.get(other_name)
+        if other is None:
+            return summary
+
+        def per_step(key: str) -> float | None:
+            value = other.get(key)
+            return None if value is None else value / self.k_eval
+
+        summary["other"] = {
+            "template": other_name,
+            "status": other.get("status"),
+            "step_time_s": per_step("makespan_s"),
+            "score_step_s": per_step("score_s"),
+            "bound_step_s": per_step("bound_s"),
+        }
+        other_score = other.get("score_s")
+        if other_score and self.score is not None:
+            summary["margin"] = (other_score - self.score) / other_score
+        return summary
+
+    def template_rows(self) -> list[tuple[str, str]]:
+        """Report rows on the template choice (AC-share instances only; [] otherwise).
+
+        The plan's template, its penalised score beside the raw step time,
+        and the other template's best known plan and by how much it lost.
+        """
+        summary = self.ac_share_summary()
+        if summary is None:
+            return []
+        factor = 1 + summary["lambda_ac"]
+        names = {"separate": "separate actor and critic", "ac_share": "fused actor-critic (ac)"}
+        winner = summary["winner"]
+        rows = [
+            ("template", "—" if winner is None else f"{winner} ({names[winner]})"),
+            (
+                "AC-share penalty lambda_ac",
+                f"{summary['lambda_ac']:g} (fused score = step time x {factor:g})",
+            ),
+        ]
+        if summary["score_step_s"] is not None:
+            rows.append(("score per step (objective)", f"{summary['score_step_s']:.4f} s"))
+        other = summary["other"]
+        if other is None:
+            rows.append(("other template", "not known to this solver"))
+        elif other["score_step_s"] is None:
+            status = other.get("status") or "no plan"
+            rows.append((f"best {other['template']} plan", f"none found ({status})"))
+        else:
+            text = (
+                f"score {other['score_step_s']:.4f} s/step (step time {other['step_time_s']:.4f} s)"
+            )
+            if summary["margin"] is not None:
+                text += f"; the {winner} plan scores {100 * summary['margin']:.2f}% lower"
+            rows.append((f"best {other['template']} plan", text))
+        return rows
+
+    def describe_template(self) -> str | None:
+        """One line on the template choice (AC-share instances only), e.g. for the terminal.
+
+        E.g. ``ac_share won: score 1.2345 s/step (raw step 1.0735 s x 1.15)
+        vs separate 1.3001 s/step, 5.04% lower``.
+        """
+        summary = self.ac_share_summary()
+        if summary is None or summary["winner"] is None:
+            return None
+        words = f"{summary['winner']} won: score {summary['score_step_s']:.4f} s/step"
+        if summary["winner"] == "ac_share":
+            words += f" (raw step {summary['step_time_s']:.4f} s x {1 + summary['lambda_ac']:.4g})"
+        other = summary["other"]
+        if other is None:
+            return words + "; the other template's best plan is unknown to this solver"
+        if other.get("score_step_s") is None:
+            return words + f"; no {other['template']} plan found"
+        words += f" vs {other['template']} {other['score_step_s']:.4f} s/step"
+        if summary["margin"] is not None:
+            words += f", {100 * summary['margin']:.2f}% lower"
+        return words
 
     def describe_status(self) -> str:
         """The status for people: its name, and for OPTIMAL_WITHIN_GAP the gap it is within.
@@ -155,16 +286,28 @@ class Result:
         """The ``result.json`` document: every time in seconds, named with its unit.
 
         ``makespan_s`` and ``bound_makespan_s`` cover the ``k_eval`` steps;
-        ``step_time_s`` and ``bound_step_s`` are per step. Bounds are proven
-        lower bounds over the plan space (null without one); ``gap`` is the
-        relative gap ``(makespan - bound) / makespan``.
+        ``step_time_s`` and ``bound_step_s`` are per step. ``makespan_s`` and
+        ``step_time_s`` are the raw simulated times; ``score_makespan_s`` and
+        ``score_step_s`` the objective (the same unless the plan fuses actor
+        and critic, then x (1 + lambda_ac)); ``template`` the plan's template
+        (``separate`` or ``ac_share``). Bounds are proven lower bounds on the
+        score over the plan space (null without one); ``gap`` is the relative
+        gap ``(score - bound) / score``. An AC-share instance adds
+        ``ac_share``: :meth:`ac_share_summary`.
         """
+        extra: dict[str, Any] = {}
+        summary = self.ac_share_summary()
+        if summary is not None:
+            extra["ac_share"] = summary
         return {
             "status": self.status.value,
             "solver": self.solver,
             "k_eval": self.k_eval,
+            "template": self.template,
             "makespan_s": self.makespan,
             "step_time_s": self.step_time,
+            "score_makespan_s": self.score,
+            "score_step_s": self.score_step,
             "bound_makespan_s": self.bound,
             "bound_step_s": self.bound_step,
             "gap": self.gap,
@@ -173,4 +316,5 @@ class Result:
             "wall_time_s": self.wall_time,
             "message": self.message,
             "stats": self.stats,
+            **extra,
         }

@@ -108,6 +108,7 @@ class PlanFacts:
     """
 
     def __init__(self, problem: Problem, plan: Plan) -> None:
+        problem = problem.for_plan(plan)
         self.problem = problem
         self.plan = plan
         self.instance = problem.instance

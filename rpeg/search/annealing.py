@@ -19,6 +19,12 @@ Knobs (``optimizer`` section):
 
 The returned plan is always memory-feasible: the best *feasible* plan seen
 (the start plan is feasible).
+
+On an AC-share instance (both templates in the plan space) the search
+minimises the objective, step time x (1 + ``lambda_ac``) for a fused plan,
+and a structural move switches the template with probability
+:data:`SWITCH_PROBABILITY` (:func:`rpeg.search.template_switch.switch_template`);
+the polish also tries the other template of its best plan.
 """
 
 from __future__ import annotations
@@ -37,7 +43,11 @@ from rpeg.search.moves import (
 )
 from rpeg.search.state import SearchState
 from rpeg.search.stopping import StoppingCriterion
+from rpeg.search.template_switch import convert_plan, switch_template
 from rpeg.simulator import Simulator
+
+#: Probability that a structural move switches the template (AC-share instances only).
+SWITCH_PROBABILITY = 0.2
 
 
 @dataclass
@@ -60,6 +70,7 @@ class SearchOutcome:
     plan: Plan
     makespan: float
     statistics: SearchStatistics
+    score: float | None = None
 
 
 class SimulatedAnnealing:
@@ -73,10 +84,21 @@ class SimulatedAnnealing:
         Seed of the search's random generator; the search is deterministic
         for a given seed when it stops on its evaluation budget.
     progress
-        Optional callback ``progress(best_makespan, evaluations)``.
+        Optional callback ``progress(best_score, evaluations)``.
+    switch_templates
+        Whether the search may switch between the separate and the fused
+        (AC-share) template; default: when the simulator's instance has both
+        in its plan space. :attr:`best_by_template` then holds the best
+        feasible plan seen of each template.
     """
 
-    def __init__(self, simulator: Simulator, seed: int = 0, progress=None) -> None:
+    def __init__(
+        self,
+        simulator: Simulator,
+        seed: int = 0,
+        progress=None,
+        switch_templates: bool | None = None,
+    ) -> None:
         self.simulator = simulator
         self.directory = simulator.directory
         self.knobs = self.directory.instance.optimizer
@@ -85,12 +107,32 @@ class SimulatedAnnealing:
         self.context = MoveContext(self.directory, self.knobs)
         self.progress = progress
         self.statistics = SearchStatistics()
+        if switch_templates is None:
+            switch_templates = len(self.directory.instance.templates) > 1
+        self.switch_templates = switch_templates
+        #: Move contexts per template (True: fused), built on first use.
+        self._contexts = {self.directory.fused: self.context}
+        #: Best feasible state seen per template (True: fused).
+        self.best_by_template: dict[bool, SearchState] = {}
+
+    def _context(self, plan: Plan) -> MoveContext:
+        """The move context of ``plan``'s template."""
+        found = self._contexts.get(plan.fused)
+        if found is None:
+            found = MoveContext(self.directory.variant(plan.fused), self.knobs)
+            self._contexts[plan.fused] = found
+        return found
 
     # -- evaluation ------------------------------------------------------------------
 
     def _state(self, plan: Plan) -> SearchState:
         self.statistics.evaluations += 1
-        return SearchState.of(plan, self.simulator.evaluate(plan), self.capacity)
+        state = SearchState.of(plan, self.simulator.evaluate(plan), self.capacity)
+        if self.switch_templates and state.feasible:
+            known = self.best_by_template.get(plan.fused)
+            if known is None or state.objective < known.objective:
+                self.best_by_template[plan.fused] = state
+        return state
 
     def _temperature(self, used: int, start_fraction: float, start_at: int) -> float:
         span = max(1, self.knobs.e_max - start_at)
@@ -143,7 +185,7 @@ class SimulatedAnnealing:
                 ):
                     current = proposal
                     stats.accepted += 1
-                if current.feasible and current.makespan < best.makespan * (1 - knobs.score_eps):
+                if current.feasible and current.objective < best.objective * (1 - knobs.score_eps):
                     best = current
                     stats.improvements += 1
                     stagnation = 0
@@ -156,7 +198,7 @@ class SimulatedAnnealing:
                     stagnation = 0
                     stats.restarts += 1
                 if self.progress is not None:
-                    self.progress(best.makespan, stats.evaluations)
+                    self.progress(best.objective, stats.evaluations)
         except KeyboardInterrupt:
             stop.interrupted = True
             stop.reason = "interrupted"
@@ -167,10 +209,12 @@ class SimulatedAnnealing:
             except KeyboardInterrupt:
                 stop.interrupted = True
                 stats.stop_reason = "interrupted"
-        return SearchOutcome(best.plan, best.makespan, stats)
+        return SearchOutcome(best.plan, best.makespan, stats, best.objective)
 
     def _neighbours(self, current: SearchState, structural: bool) -> list[Plan]:
-        rng, context = self.rng, self.context
+        rng, context = self.rng, self._context(current.plan)
+        if structural and self.switch_templates and rng.random() < SWITCH_PROBABILITY:
+            return switch_template(current.plan, context, rng, self.simulator)
         if structural:
             pool = PAIR_STRUCTURAL if rng.random() < self.knobs.alpha_pair else SINGLE_STRUCTURAL
             return rng.choice(pool)(current.plan, context, rng)
@@ -180,21 +224,33 @@ class SimulatedAnnealing:
         return PARAMETER_MOVES[choice](current.plan, context, rng)
 
     def _record(self, best: SearchState, stop: StoppingCriterion) -> None:
-        self.statistics.history.append((stop.elapsed, self.statistics.evaluations, best.makespan))
+        self.statistics.history.append((stop.elapsed, self.statistics.evaluations, best.objective))
 
     # -- polish --------------------------------------------------------------------------
 
     def polish(self, start: SearchState, stop: StoppingCriterion) -> SearchState:
         """Greedy descent: first improving (block, strategy) or staleness change, until none.
 
-        Bounded by the time limit only (its evaluations are counted apart
-        from ``e_max``).
+        On an AC-share instance each round first tries the best plan carried
+        over to the other template. Bounded by the time limit only (its
+        evaluations are counted apart from ``e_max``).
         """
         best = start
-        directory = self.directory
         improved = True
         while improved and not stop.out_of_time():
             improved = False
+            if self.switch_templates:
+                source = self.directory.variant(best.plan.fused)
+                converted = convert_plan(best.plan, source, source.variant(not best.plan.fused))
+                if converted is not None:
+                    state = self._state(converted)
+                    self.statistics.polish_evaluations += 1
+                    if state.feasible and state.objective < best.objective * (
+                        1 - self.knobs.score_eps
+                    ):
+                        best, improved = state, True
+                        self._record(best, stop)
+            directory = self.directory.variant(best.plan.fused)
             for vertex in range(len(best.plan.placements)):
                 for shape, candidates in directory.options[vertex].items():
                     for block in directory.blocks(vertex, shape):
@@ -206,16 +262,18 @@ class SimulatedAnnealing:
                             )
                             state = self._state(plan)
                             self.statistics.polish_evaluations += 1
-                            if state.feasible and state.makespan < best.makespan * (
+                            if state.feasible and state.objective < best.objective * (
                                 1 - self.knobs.score_eps
                             ):
                                 best, improved = state, True
                                 self._record(best, stop)
             for model, choices in self.knobs.staleness_candidates.items():
+                if model not in best.plan.staleness_map:
+                    continue  # the other template's model
                 for value in choices:
                     state = self._state(best.plan.with_staleness(model, value))
                     self.statistics.polish_evaluations += 1
-                    if state.feasible and state.makespan < best.makespan * (
+                    if state.feasible and state.objective < best.objective * (
                         1 - self.knobs.score_eps
                     ):
                         best, improved = state, True

@@ -22,9 +22,15 @@ class SearchState:
 
     @classmethod
     def of(cls, plan: Plan, evaluation: Evaluation, capacity: float) -> SearchState:
-        """Score = makespan, inflated in proportion to the worst memory overflow."""
-        score = evaluation.makespan * (1.0 + OVERFLOW_PENALTY * evaluation.violation / capacity)
+        """Score = the objective (makespan, x (1 + lambda_ac) for a fused plan),
+        inflated in proportion to the worst memory overflow."""
+        score = evaluation.score * (1.0 + OVERFLOW_PENALTY * evaluation.violation / capacity)
         return cls(plan, evaluation, score)
+
+    @property
+    def objective(self) -> float:
+        """The plan's objective without the memory penalty (:attr:`Evaluation.score`)."""
+        return self.evaluation.score
 
     @property
     def feasible(self) -> bool:

@@ -316,13 +316,57 @@ def test_staleness_for_untrained_model():
     assert "grpo" in error.message
 
 
-def test_ac_share_is_rejected_as_not_modelled():
-    """staleness_candidates.ac_share is rejected: the fused actor-critic variant is not modelled."""
+def test_ac_share_loads_for_ppo():
+    """staleness_candidates.ac_share enables the fused template: candidates under ``ac``."""
     data = tiny_ppo()
-    data["optimizer"]["staleness_candidates"]["ac_share"] = [0, 1]
+    data["optimizer"]["staleness_candidates"]["ac_share"] = [1, 0, 1]
+    instance = parse_instance(data)
+    assert instance.ac_share
+    assert instance.templates == ("separate", "ac_share")
+    assert instance.optimizer.staleness_candidates["ac"] == (0, 1)
+    assert "ac_share" not in instance.optimizer.staleness_candidates
+    # The fused model has the actor's architecture (the value head is counted by the cost model).
+    assert instance.models["ac"] == instance.models["actor"]
+    assert instance.lambda_ac == 0.15
+    fused = instance.restricted("ac_share")
+    assert fused.fused and fused.trained_models == ("ac",)
+    assert instance.trained_models == ("actor", "critic")
+
+
+def test_without_ac_share_the_plan_space_has_one_template():
+    """No ac_share entry: one template, no ``ac`` model, and the fingerprint is unchanged."""
+    instance = parse_instance(tiny_ppo())
+    assert not instance.ac_share and instance.templates == ("separate",)
+    assert "ac" not in instance.models
+    assert "ac" not in instance.optimizer.staleness_candidates
+
+
+@pytest.mark.parametrize("loader", [tiny_grpo, "dpo"])
+def test_ac_share_for_grpo_or_dpo_is_one_line_error(loader):
+    """AC-share is PPO only: GRPO and DPO configs with ac_share name the field in one line."""
+    if loader == "dpo":
+        data = loads((INSTANCES / "tiny_dpo_2gpu.yaml").read_text(encoding="utf-8"))
+        algorithm = "dpo"
+    else:
+        data = loader()
+        algorithm = "grpo"
+    data["optimizer"].setdefault("staleness_candidates", {})["ac_share"] = [0, 1]
     error = rejection(data)
     assert error.path == "optimizer.staleness_candidates.ac_share"
-    assert "fused actor-critic variant is not modelled" in error.message
+    assert "PPO only" in error.message and algorithm in error.message
+    assert "\n" not in str(error)
+
+
+def test_ac_share_with_a_pin_on_a_replaced_vertex_is_rejected():
+    """Pins on vertices the fused template replaces would not bind fused plans: refused."""
+    data = tiny_ppo()
+    data["optimizer"]["staleness_candidates"]["ac_share"] = [0, 1]
+    data["placement"]["pin"] = {"actor.train": {"tp": 2}}
+    error = rejection(data)
+    assert error.path == "placement.pin.actor.train"
+    assert "ac_share" in error.message
+    data["placement"]["pin"] = {"actor.generate": {"tp": 2}}
+    assert parse_instance(data).placement.pin.vertex("actor.generate") is not None
 
 
 def test_not_yaml_file():

@@ -25,6 +25,9 @@ from tests.solvers.conftest import load_problem
 #:   1 gains nothing). The baselines give 20.5231 s (greedy) and 20.4221 s (concurrent).
 #: * tiny_ppo_2gpu_sync (staleness 0 only): the same plan and makespan; the concurrent
 #:   baseline gives 20.3826 s.
+#: * tiny_ppo_2gpu_ac (AC-share, lambda_ac 0.15): the same separate plan and score; the
+#:   best fused plan is 4.7 % faster raw (19.3712 s) but scores 19.3712 x 1.15 = 22.2768 s
+#:   (its header; test_ac_share.py checks both templates).
 #: * tiny_grpo_2gpu: the rollout tp 2 (8.4142 s), reward.infer dp 2 (0.0596 s),
 #:   actor.infer on GPU 0 beside reference.infer on GPU 1 (0.5006 s), actor.train tp 2
 #:   (0.9380 s), each step in turn: 2 * 9.9124 s. Staleness 0 again costs no lag; the
@@ -46,6 +49,7 @@ from tests.solvers.conftest import load_problem
 KNOWN_OPTIMA = {
     "tiny_ppo_2gpu.yaml": 20.330197131515494,
     "tiny_ppo_2gpu_sync.yaml": 20.330197131515494,
+    "tiny_ppo_2gpu_ac.yaml": 20.330197131515494,
     "tiny_grpo_2gpu.yaml": 19.824900882581485,
     "tiny_grpo_4gpu.yaml": 4.8831526499616436,
     "tiny_dpo_2gpu.yaml": 10.671839143732873,

@@ -1,0 +1,109 @@
+"""The shared rows of the exact backends hold on every simulated schedule.
+
+A row of ``formulation.rows`` is a valid inequality only if no plan of the
+plan space violates it. The simulator schedules every run as soon as its
+inputs have arrived, so a lag row whose conditions hold is *tight* on some
+plans: a lag rounded up instead of down (``Formulation.to_units``), or a
+condition attached to the wrong block, makes these tests fail.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from formulation import build_formulation, rows
+from formulation.model import Formulation
+from rpeg.context import Problem
+from rpeg.instance import load_instance
+from rpeg.plan import Plan
+from rpeg.sampling import random_plan
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+INSTANCES = [
+    ROOT / "tests" / "data" / "tiny_grpo_2x2gpu.yaml",  # two nodes: node- and GPU-level lags
+    ROOT / "instances" / "tiny_ppo_2gpu.yaml",
+    ROOT / "instances" / "tiny_grpo_4gpu.yaml",
+]
+PLANS_PER_INSTANCE = 60
+
+
+def _holds(condition: rows.Condition, f: Formulation, plan: Plan, chosen: list[int]) -> bool:
+    if isinstance(condition, rows.StalenessIs):
+        return plan.staleness_map[condition.model] == condition.value
+    if isinstance(condition, rows.OnBlocks):
+        block = f.block_index[plan.placements[condition.vertex].block]
+        return block in condition.blocks
+    return chosen[condition.vertex] in condition.indices
+
+
+def _feasible_plans(problem: Problem) -> list[Plan]:
+    rng = random.Random(7)
+    plans = []
+    for _ in range(PLANS_PER_INSTANCE * 4):
+        plan = random_plan(problem.directory, rng, with_order=rng.random() < 0.5)
+        if problem.simulator.simulate(plan).feasible:
+            plans.append(plan)
+        if len(plans) == PLANS_PER_INSTANCE:
+            break
+    return plans
+
+
+@pytest.mark.parametrize("path", INSTANCES, ids=lambda p: p.stem)
+def test_lag_rows_hold_and_bind_on_simulated_schedules(path: Path) -> None:
+    problem = Problem.from_instance(load_instance(str(path)))
+    plans = _feasible_plans(problem)
+    assert plans
+    tight_lag_rows = 0
+    for plan in plans:
+        f = build_formulation(problem, problem.simulator.evaluate(plan).makespan)
+        plan = f.canonical(plan)  # the formulation only holds the root's canonical blocks
+        chosen = [f.assignment_of(v, p) for v, p in enumerate(plan.placements)]
+        trace = problem.simulator.simulate(plan)
+        names = problem.directory.template.names
+        start, end = {}, {}
+        for event in trace.events:
+            if event.kind == "compute":
+                run = f.run(names.index(event.vertex), event.step)
+                start[run], end[run] = event.start, event.end
+        all_rows = [*rows.chain_rows(f), *rows.data_rows(f), *rows.pub_rows(f)]
+        for row in all_rows:
+            if not all(_holds(c, f, plan, chosen) for c in row.conditions):
+                continue
+            slack = start[row.after] - (end[row.before] + row.lag * f.unit)
+            assert slack >= -1e-9, (plan, row, slack)
+            if row.lag > 0 and slack < f.unit:
+                tight_lag_rows += 1
+    # The check above is not vacuous: some transfer lag decides a start.
+    assert tight_lag_rows > 0
+
+
+@pytest.mark.parametrize("path", INSTANCES, ids=lambda p: p.stem)
+def test_memory_rows_hold_on_memory_feasible_plans(path: Path) -> None:
+    problem = Problem.from_instance(load_instance(str(path)))
+    for plan in _feasible_plans(problem):
+        f = build_formulation(problem, problem.simulator.evaluate(plan).makespan)
+        plan = f.canonical(plan)
+        chosen = [f.assignment_of(v, p) for v, p in enumerate(plan.placements)]
+        for row in rows.memory_rows(f):
+            resident: dict[str, int] = {}
+            transient = 0
+            for terms in row.vertices:
+                for (i, r), (_, t) in zip(terms.resident, terms.transient, strict=True):
+                    if chosen[terms.vertex] == i:
+                        resident[terms.model] = max(resident.get(terms.model, 0), r)
+                        transient = max(transient, t)
+            assert sum(resident.values()) + transient <= f.memory_capacity, (plan, row.unit)
+
+
+def test_area_terms_cover_every_assignment() -> None:
+    # tiny_ppo_2gpu: coefficient = k_eval x GPUs x duration of each assignment.
+    problem = Problem.from_instance(load_instance(str(INSTANCES[1])))
+    f = build_formulation(problem, 100.0)
+    terms = rows.area_terms(f)
+    assert len(terms) == sum(len(items) for items in f.assignments)
+    for vertex, index, coefficient in terms:
+        a = f.assignments[vertex][index]
+        assert coefficient == f.k_eval * a.block.size * a.duration
