@@ -318,12 +318,12 @@ def command_solve(args: argparse.Namespace) -> int:
             options.progress.close()
         if stop.requested():
             result.stats["interrupted_by"] = stop.reason()
-            said = f"interrupted by {stop.reason()}"
-            if result.message.startswith("interrupted"):
-                result.message = said + result.message.removeprefix("interrupted")
-            else:
-                note = f"{said}: best plan so far"
-                result.message = f"{note}; {result.message}" if result.message else note
+            # The backend's own note may blame the clock ("time limit reached while
+            # building"); the signal ended the search, so the message says that
+            # and the backend's note is kept beside it.
+            if result.message:
+                result.stats["solver_message"] = result.message
+            result.message = f"interrupted by {stop.reason()}: best plan so far"
         result.stats["incumbent_history"] = finish_history(
             options.progress.history, result.makespan, result.wall_time
         )
