@@ -94,6 +94,12 @@ def run_local(
                     cell = queue.pop(0)
                     pending.add(pool.submit(task, cell, time_limit, threads, seeds[cell]))
                 yield future.result()
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM) or failed: end the running cells now
+        # rather than wait for them at exit.
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+        raise
     finally:
         for future in pending:
             future.cancel()

@@ -101,3 +101,41 @@ def test_pool_workers_die_when_compare_is_killed(tmp_path):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` (0 once it has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_sigterm_ends_compare_and_its_running_cell_at_once(tmp_path):
+    """SIGTERM once left compare waiting for its running cells to end (up to the time limit)."""
+    instance = REPO / "instances" / "ppo_8b_1x2x8_h100.yaml"
+    argv = [sys.executable, str(REPO / "main.py"), "compare", str(instance), "--solvers", "local"]
+    argv += ["--time-limit", "600", "--workers", "1", "--out", str(tmp_path / "bench"), "--quiet"]
+    parent = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        workers: list[int] = []
+        # Wait until the worker is solving its cell: several CPU seconds used.
+        while not workers or max(cpu_seconds(pid) for pid in workers) < 3.0:
+            assert time.monotonic() < deadline and parent.poll() is None, "no cell started"
+            children = Path(f"/proc/{parent.pid}/task/{parent.pid}/children")
+            workers = [int(pid) for pid in children.read_text().split()]
+            time.sleep(0.1)
+        parent.send_signal(signal.SIGTERM)
+        _, stderr = parent.communicate(timeout=60)  # the cell alone would run for 600 s
+        assert "Traceback" not in stderr and "rerun the same command to resume" in stderr
+        deadline = time.monotonic() + 30  # a hang guard: they end at once
+        while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(alive(pid) for pid in workers)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.communicate()
