@@ -9,18 +9,22 @@ console script (:mod:`rlplan.cli`) both run :func:`main`.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import os
 import sys
 import time
 from collections.abc import Callable
 
 from rlplan.version import __version__
+from rpeg import stop
 from rpeg.baselines import concurrent_plan, greedy_plan
 from rpeg.context import Problem
 from rpeg.cost import parameter_count
-from rpeg.errors import InputError
+from rpeg.errors import InputError, cap
 from rpeg.gantt import write_gantt
-from rpeg.outputs import OutputBundle, write_json
+from rpeg.limits import MAX_SEED, MAX_THREADS, MAX_TIME_LIMIT
+from rpeg.outputs import OutputBundle, check_output_file, check_output_folder, write_json
 from rpeg.perfetto import perfetto_trace
 from rpeg.plan import plan_to_json, read_plan
 from rpeg.simulator import Trace
@@ -35,16 +39,34 @@ def _gb(value: float) -> str:
     return f"{value / 1e9:.2f} GB"
 
 
-def check_output_folder(path: str, option: str = "--out") -> None:
-    """Refuse, before any work, an output folder that cannot be one."""
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise InputError(option, f"{path} exists and is not a folder")
+def check_option(
+    value: float | None, option: str, low: float, high: float, what: str = "a number"
+) -> None:
+    """Refuse, before any work, an option value that is not finite or not in ``[low, high]``.
+
+    Parameters
+    ----------
+    value
+        The value given (None: not given, nothing to check).
+    option
+        The option's name, for the error line.
+    low, high
+        The accepted range (inclusive).
+    what
+        What the value is, in words (``"a number of seconds"``).
+    """
+    if value is None:
+        return
+    if not math.isfinite(value) or not low <= value <= high:
+        span = " to ".join(str(int(x)) if float(x).is_integer() else f"{x:g}" for x in (low, high))
+        raise InputError(option, f"must be {what} from {span}, got {value}")
 
 
-def check_output_file(path: str | None, option: str) -> None:
-    """Refuse, before any work, an output file path that names a folder."""
-    if path and os.path.isdir(path):
-        raise InputError(option, f"{path} is a folder, not a file")
+def check_time_limit(value: float | None, option: str = "--time-limit") -> None:
+    """Refuse a time limit that is not a positive, finite number of seconds (at most a week)."""
+    if value is not None and (not math.isfinite(value) or value <= 0):
+        raise InputError(option, f"must be a positive number of seconds, got {value}")
+    check_option(value, option, 0, MAX_TIME_LIMIT, "a number of seconds")
 
 
 def _load(path: str) -> Problem:
@@ -163,7 +185,7 @@ def _write_plan_outputs(
     extra: dict[str, Callable[[str], None]] | None = None,
     status: str | None = None,
 ) -> list[str]:
-    with OutputBundle(out) as bundle:
+    with OutputBundle(out, replace=True) as bundle:
         bundle.write_json("plan.json", plan_document)
         bundle.write_json("trace.json", trace.to_json())
         bundle.write_with(
@@ -187,7 +209,7 @@ def command_baseline(args: argparse.Namespace) -> int:
     from solvers.report import render_report
 
     started = time.perf_counter()
-    check_output_folder(args.out)
+    check_output_folder(args.out, run=True)
     problem = _load(args.instance)
     if _report_unplaceable(problem):
         return EXIT_INFEASIBLE
@@ -253,16 +275,16 @@ def command_solve(args: argparse.Namespace) -> int:
     from solvers import get_solver
     from solvers.options import SolveOptions
     from solvers.progress import finish_history, make_progress
-    from solvers.report import render_report
-    from solvers.result import Status
 
+    check_time_limit(args.time_limit)
+    check_option(args.threads, "--threads", 1, MAX_THREADS, "a whole number")
+    check_option(args.seed, "--seed", 0, MAX_SEED, "a whole number")
+    check_option(args.evaluations, "--evaluations", 1, 1e9, "a whole number")
     if args.out:
-        check_output_folder(args.out)
+        check_output_folder(args.out, run=True)
     problem = _load(args.instance)
     instance = problem.instance
     if args.evaluations is not None:
-        if args.evaluations < 1:
-            raise InputError("--evaluations", f"must be a positive integer, got {args.evaluations}")
         optimizer = dataclasses.replace(instance.optimizer, e_max=args.evaluations)
         problem = Problem.from_instance(dataclasses.replace(instance, optimizer=optimizer))
         instance = problem.instance
@@ -270,14 +292,13 @@ def command_solve(args: argparse.Namespace) -> int:
     name = args.solver or defaults.backend
     solver = get_solver(name)
     time_limit = defaults.time_limit if args.time_limit is None else args.time_limit
-    if time_limit <= 0:
-        raise InputError("--time-limit", f"must be positive, got {time_limit}")
     threads = defaults.threads if args.threads is None else args.threads
-    if threads < 1:
-        raise InputError("--threads", f"must be a positive integer, got {threads}")
     gap = defaults.gap if args.gap is None else args.gap
     if not 0 <= gap < 1:
         raise InputError("--gap", f"must be a relative gap in [0, 1), e.g. 0.01, got {gap}")
+    out = args.out or _default_out(instance.name)
+    if not args.out:
+        check_output_folder(out, run=True)
     label = f"{name} on {instance.name}"
     options = SolveOptions(
         time_limit=time_limit,
@@ -288,16 +309,53 @@ def command_solve(args: argparse.Namespace) -> int:
         progress=make_progress(label, instance.k_eval, args.quiet or args.verbose),
         verbose=args.verbose,
     )
-    try:
-        result = solver(problem, options)
-    finally:
-        options.progress.close()
-    result.stats["incumbent_history"] = finish_history(
-        options.progress.history, result.makespan, result.wall_time
+    # From here on SIGINT and SIGTERM stop the search, and the best plan so far is written.
+    stop.reset()
+    with stop.handle_signals(_say_stopping):
+        try:
+            result = solver(problem, options)
+        finally:
+            options.progress.close()
+        if stop.requested():
+            result.stats["interrupted_by"] = stop.reason()
+            # The backend's own note may blame the clock ("time limit reached while
+            # building"); the signal ended the search, so the message says that
+            # and the backend's note is kept beside it.
+            if result.message:
+                result.stats["solver_message"] = result.message
+            result.message = f"interrupted by {stop.reason()}: best plan so far"
+        result.stats["incumbent_history"] = finish_history(
+            options.progress.history, result.makespan, result.wall_time
+        )
+        code = _finish_solve(args, problem, result, out)
+    if stop.abandoned():
+        # A native solver still runs in a daemon thread: leave without waiting for it.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _say_stopping(signum: int) -> None:
+    """The line a first SIGINT or SIGTERM prints during a solve."""
+    import signal
+
+    name = signal.Signals(signum).name
+    print(
+        f"\n{name}: stopping, writing the best plan so far (again to exit at once)",
+        file=sys.stderr,
+        flush=True,
     )
+
+
+def _finish_solve(args: argparse.Namespace, problem: Problem, result, out: str) -> int:
+    """Simulate the result's plan, write the run folder, print the summary; the exit code."""
+    from solvers.report import render_report
+    from solvers.result import Status
+
+    instance = problem.instance
     trace = problem.simulator.simulate(result.plan) if result.plan is not None else None
-    out = args.out or _default_out(instance.name)
-    with OutputBundle(out) as bundle:
+    with OutputBundle(out, replace=True) as bundle:
         document = result.to_json()
         if result.plan is not None and trace is not None:
             document["framework"] = framework_view(problem, result.plan, trace)
@@ -322,7 +380,8 @@ def command_solve(args: argparse.Namespace) -> int:
                 ),
             )
         bundle.write_text("report.html", _html_report(bundle, problem, result, trace))
-        written = bundle.commit()
+        with stop.critical():  # a second signal waits for the folder swap (milliseconds)
+            written = bundle.commit()
     print(f"status       {result.describe_status()} ({result.solver}, {result.wall_time:.2f} s)")
     if result.message:
         print(f"note         {result.message}")
@@ -368,6 +427,7 @@ def command_export(args: argparse.Namespace) -> int:
     from solvers.local import warm_start_plan
     from solvers.options import SolveOptions
 
+    check_option(args.seed, "--seed", 0, MAX_SEED, "a whole number")
     check_output_file(args.out, "--out")
     problem = _load(args.instance)
     if args.template is not None:
@@ -445,6 +505,8 @@ def command_compare(args: argparse.Namespace) -> int:
 
     if args.instances and args.suite:
         raise InputError("--suite", "give instance files or --suite, not both")
+    _check_run_options(args)
+    check_option(args.repeats, "--repeats", 1, 10_000, "a whole number")
     instances = list(args.instances) or list(load_suite(args.suite or DEFAULT_SUITE).instances)
     solvers = [name.strip() for name in args.solvers.split(",") if name.strip()]
     if not solvers:
@@ -464,11 +526,21 @@ def command_compare(args: argparse.Namespace) -> int:
     return run_benchmark(settings)
 
 
+def _check_run_options(args: argparse.Namespace) -> None:
+    """Refuse, before any work, a bad time limit, seed, worker count or output folder."""
+    check_time_limit(args.time_limit)
+    check_option(args.seed, "--seed", 0, MAX_SEED, "a whole number")
+    check_option(args.workers, "--workers", 1, MAX_THREADS, "a whole number")
+    if args.out:
+        check_output_folder(args.out)
+
+
 def _run_settings(args: argparse.Namespace):
     """Time limit, executor and workers of ``pareto`` and ``sweep``."""
     from compare.variants import RunSettings
     from rpeg.instance import load_instance
 
+    _check_run_options(args)
     time_limit = args.time_limit
     if time_limit is None:
         time_limit = load_instance(args.instance).solver.time_limit
@@ -654,6 +726,33 @@ def build_parser(prog: str = "python main.py") -> argparse.ArgumentParser:
     return parser
 
 
+#: Longest error line printed.
+MAX_ERROR_LINE = 300
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """SIGTERM ends a command as Ctrl-C does (staged outputs are dropped, exit 143).
+
+    ``solve`` installs its own handlers (:mod:`rpeg.stop`) while it searches.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame) -> None:
+        raise KeyboardInterrupt(signum)
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None, prog: str = "python main.py") -> int:
     """Entry point of ``python main.py`` and ``rlplan``; returns the exit code.
 
@@ -667,13 +766,14 @@ def main(argv: list[str] | None = None, prog: str = "python main.py") -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     try:
-        return args.handler(args)
+        with _sigterm_interrupts():
+            return args.handler(args)
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(cap(f"error: {exc}", MAX_ERROR_LINE), file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("interrupted", file=sys.stderr)
-        return 130
+        return 128 + (exc.args[0] if exc.args and isinstance(exc.args[0], int) else 2)
     except BrokenPipeError:
         # The reader of our output went away (e.g. piped into `head`).
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit

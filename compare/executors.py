@@ -17,6 +17,51 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 Task = Callable[[Hashable, float, int, int], dict]
 
 
+#: Seconds between two checks of the worker's parent by the watchdog thread.
+WATCHDOG_PERIOD_S = 0.5
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Make this worker process end when ``parent_pid`` ends, however it ends.
+
+    A pool's workers must not outlive ``compare`` (killed with ``kill -9``,
+    its terminal closed): they would keep solving and hold the caller's pipe.
+    On Linux the kernel sends the worker SIGKILL when its parent dies
+    (``prctl(PR_SET_PDEATHSIG)``); everywhere a daemon thread checks every
+    :data:`WATCHDOG_PERIOD_S` seconds that the parent is still the same
+    process and exits otherwise.
+
+    Parameters
+    ----------
+    parent_pid
+        Process id of the process that made the pool.
+    """
+    import signal
+    import sys
+    import threading
+    import time
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            pr_set_pdeathsig = 1
+            libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # the watchdog below still ends the worker
+    if os.getppid() != parent_pid:
+        os._exit(1)  # the parent died before the request took effect
+
+    def watchdog() -> None:
+        while True:
+            time.sleep(WATCHDOG_PERIOD_S)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watchdog, name="parent-watchdog", daemon=True).start()
+
+
 def run_local(
     cells: Sequence[Hashable],
     time_limit: float,
@@ -30,7 +75,12 @@ def run_local(
     ``task`` solves one cell (default :func:`compare.cells.run_cell`).
     """
     context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    pool = ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=context,
+        initializer=die_with_parent,
+        initargs=(os.getpid(),),
+    )
     pending = set()
     try:
         queue = list(cells)
@@ -44,6 +94,12 @@ def run_local(
                     cell = queue.pop(0)
                     pending.add(pool.submit(task, cell, time_limit, threads, seeds[cell]))
                 yield future.result()
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM) or failed: end the running cells now
+        # rather than wait for them at exit.
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+        raise
     finally:
         for future in pending:
             future.cancel()

@@ -12,7 +12,8 @@ import json
 import math
 import os
 
-from rpeg.errors import InputError
+from compare.csvlog import CsvLog
+from rpeg.outputs import finite_json
 
 COLUMNS = (
     "instance",
@@ -40,13 +41,11 @@ class ResultStore:
         self.csv_path = os.path.join(folder, "results.csv")
         self.history_path = os.path.join(folder, "histories.jsonl")
         os.makedirs(folder, exist_ok=True)
-        if os.path.exists(self.csv_path):
-            with open(self.csv_path, newline="", encoding="utf-8") as handle:
-                header = next(csv.reader(handle), None)
-            if header is not None and tuple(header) != COLUMNS:
-                raise InputError(
-                    self.csv_path, "exists with other columns; choose another --out folder"
-                )
+        # Drops a row a crash cut short (a last line without its newline, or
+        # with the wrong number of fields) so that appended rows start on a
+        # line of their own; raises for a file with another header.
+        self.repaired = CsvLog(self.csv_path, COLUMNS).repaired
+        _drop_torn_line(self.history_path)
 
     def records(self) -> list[dict]:
         """Every finished cell, with numbers parsed and its incumbent history attached."""
@@ -64,9 +63,12 @@ class ResultStore:
         rows = []
         with open(self.csv_path, newline="", encoding="utf-8") as handle:
             for row in csv.DictReader(handle):
-                if None in row.values() or row.get("status") in (None, ""):
+                if None in row or None in row.values() or row.get("status") in (None, ""):
                     continue  # a row cut by a crash
-                parsed = {key: _parse(key, value) for key, value in row.items()}
+                try:
+                    parsed = {key: _parse(key, value) for key, value in row.items()}
+                except ValueError:
+                    continue  # a row garbled by a crash: the cell is solved again
                 parsed["history"] = histories.get(
                     (parsed["instance"], parsed["solver"], parsed["repeat"]), []
                 )
@@ -90,7 +92,7 @@ class ResultStore:
         with open(self.history_path, "a", encoding="utf-8") as handle:
             item = {key: record[key] for key in ("instance", "solver", "repeat")}
             item["history"] = record.get("history", [])
-            handle.write(json.dumps(item) + "\n")
+            handle.write(json.dumps(finite_json(item), allow_nan=False) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
 
@@ -103,6 +105,16 @@ class ResultStore:
             for record in records:
                 writer.writerow({key: _format(record.get(key)) for key in COLUMNS})
         os.replace(temporary, self.csv_path)
+
+
+def _drop_torn_line(path: str) -> None:
+    """Cut a text file after its last newline (a line a crash left unfinished)."""
+    if not os.path.exists(path):
+        return
+    with open(path, "rb+") as handle:
+        data = handle.read()
+        if data and not data.endswith(b"\n"):
+            handle.truncate(data.rfind(b"\n") + 1)
 
 
 _INTS = {"repeat", "seed"}

@@ -20,7 +20,8 @@ from typing import Any
 
 from rpeg.context import Problem
 from rpeg.errors import InputError, PlanError
-from rpeg.instance import Instance, load_instance, parse_instance
+from rpeg.instance import Instance, _describe, load_instance, parse_instance
+from rpeg.limits import MAX_SEED, MAX_THREADS, MAX_TIME_LIMIT
 from rpeg.plan import Plan, plan_from_json, plan_to_json, read_plan
 from rpeg.simulator import Trace
 from solvers import get_solver
@@ -122,13 +123,30 @@ class Result(SolverResult):
         return dict(self.plan_document["staleness"])
 
 
-def _positive(value: Any, name: str, *, integer: bool = False, zero: bool = False) -> None:
-    """Raise :class:`InputError` unless ``value`` is a finite number > 0 (>= 0 with ``zero``)."""
+def _positive(
+    value: Any,
+    name: str,
+    *,
+    integer: bool = False,
+    zero: bool = False,
+    high: float = math.inf,
+) -> None:
+    """Raise :class:`InputError` unless ``value`` is a finite number > 0 (>= 0 with ``zero``).
+
+    ``high`` is the largest value accepted (:mod:`rpeg.limits`).
+    """
     kind = "an integer" if integer else "a number"
     bad_type = isinstance(value, bool) or not isinstance(value, int if integer else int | float)
-    if bad_type or not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+    if (
+        bad_type
+        or not math.isfinite(float(min(value, high + 1)))
+        or value < 0
+        or (value == 0 and not zero)
+    ):
         bound = ">= 0" if zero else "> 0"
-        raise InputError(name, f"must be {kind} {bound}, got {value!r}")
+        raise InputError(name, f"must be {kind} {bound}, got {_describe(value)}")
+    if value > high:
+        raise InputError(name, f"must be at most {high:g}, got {_describe(value)}")
 
 
 def solve(
@@ -187,13 +205,13 @@ def solve(
     except InputError as exc:
         raise InputError("solver", exc.message) from None
     time_limit = defaults.time_limit if time_limit is None else time_limit
-    _positive(time_limit, "time_limit")
+    _positive(time_limit, "time_limit", high=MAX_TIME_LIMIT)
     threads = defaults.threads if threads is None else threads
-    _positive(threads, "threads", integer=True)
+    _positive(threads, "threads", integer=True, high=MAX_THREADS)
     seed = defaults.seed if seed is None else seed
-    _positive(seed, "seed", integer=True, zero=True)
+    _positive(seed, "seed", integer=True, zero=True, high=MAX_SEED)
     gap = defaults.gap if gap is None else gap
-    _positive(gap, "gap", zero=True)
+    _positive(gap, "gap", zero=True, high=1.0)
     options = SolveOptions(
         time_limit=float(time_limit),
         threads=threads,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from rpeg.errors import PlanError
-from rpeg.instance import Hardware
+from rpeg.instance import Hardware, _describe
 
 #: Communication levels, from fastest to slowest.
 LEVEL_ORDER = {"g": 0, "n": 1, "r": 2}
@@ -205,7 +205,7 @@ class Cluster:
                 or len(value) != 3
                 or not all(isinstance(x, int) and not isinstance(x, bool) for x in value)
             ):
-                raise PlanError(f"{path}.{key}", f"must be three integers, got {value!r}")
+                raise PlanError(f"{path}.{key}", f"must be three integers, got {_describe(value)}")
             triples.append(tuple(value))
         origin, extent = triples
         limits = (self.racks, self.nodes_per_rack, self.gpus_per_node)
@@ -264,6 +264,14 @@ class Cluster:
         size = extent[0] * extent[1] * extent[2]
         if size <= self.gpus_per_node:
             return ("g", "g", "g")
+        key = (extent, dp, pp, tp)
+        known = self._group_levels.get(key)
+        if known is None:
+            known = self._group_levels[key] = self._compute_group_levels(dp, pp, tp)
+        return known
+
+    def _compute_group_levels(self, dp: int, pp: int, tp: int) -> tuple[str, str, str]:
+        """:meth:`group_levels` of a block larger than a node, walking every rank."""
         worst = {"tp": "g", "pp": "g", "dp": "g"}
 
         def update(key: str, low: int, high: int) -> None:

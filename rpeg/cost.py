@@ -265,6 +265,7 @@ class CostModel:
         self.parameters = {
             model: parameter_count(spec, model) for model, spec in instance.models.items()
         }
+        self._tails: dict[tuple, float] = {}
         workload = self.workload
         s = workload.context_length
         if self.engine.sequence_packing:
@@ -493,14 +494,33 @@ class CostModel:
                 model, strategy, np.array([float(c)]), np.array([s + mean_t / 2]), levels
             )
             decode += steps * float(rounds[0])
-        # Tail: the last min(n, c) sequences, shrinking as they finish.
+        return prefill + decode + self._decode_tail(model, strategy, levels, in_flight)
+
+    def _decode_tail(
+        self, model: str, strategy: Strategy, levels: tuple[str, str, str], in_flight: int
+    ) -> float:
+        """Decode seconds of the last ``in_flight`` sequences, shrinking as they finish.
+
+        One pass over every generated length (up to ``generation_length``);
+        remembered per (model, tp, pp, levels, in_flight), all it depends on,
+        so the many rollout strategies sharing them cost one pass.
+        """
+        key = (model, strategy.tp, strategy.pp, levels, in_flight)
+        known = self._tails.get(key)
+        if known is not None:
+            return known
+        workload = self.workload
         x = np.arange(1, workload.generation_length + 1, dtype=np.float64)
         active = np.ceil(in_flight * workload.survival(x - 0.5) - 1e-9)
         keep = active > 0
+        tail = 0.0
         if keep.any():
-            rounds = self.decode_round(model, strategy, active[keep], s + x[keep], levels)
-            decode += float(rounds.sum())
-        return prefill + decode
+            rounds = self.decode_round(
+                model, strategy, active[keep], workload.context_length + x[keep], levels
+            )
+            tail = float(rounds.sum())
+        self._tails[key] = tail
+        return tail
 
     # -- memory ---------------------------------------------------------------------
 

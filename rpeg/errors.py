@@ -9,6 +9,28 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+#: Longest field path (or file name) and message of an error line: with
+#: ``error: `` the line stays within 300 characters.
+MAX_PATH_CHARS, MAX_MESSAGE_CHARS = 100, 190
+
+
+def cap(text: str, limit: int, *, keep_end: bool = False) -> str:
+    """``text`` on one line, cut to ``limit`` characters (``...`` marks the cut).
+
+    Parameters
+    ----------
+    text
+        Any text, e.g. an error message quoting user input.
+    limit
+        Most characters returned.
+    keep_end
+        Keep the end rather than the start (for file paths).
+    """
+    text = str(text).replace("\n", " ")
+    if len(text) <= limit:
+        return text
+    return "..." + text[-(limit - 3) :] if keep_end else text[: limit - 3] + "..."
+
 
 class InputError(ValueError):
     """Bad user input (instance file, plan file or option).
@@ -23,9 +45,9 @@ class InputError(ValueError):
     """
 
     def __init__(self, path: str, message: str) -> None:
-        self.path = path
-        self.message = message
-        super().__init__(f"{path}: {message}" if path else message)
+        self.path = cap(path, MAX_PATH_CHARS, keep_end=True)
+        self.message = cap(message, MAX_MESSAGE_CHARS)
+        super().__init__(f"{self.path}: {self.message}" if self.path else self.message)
 
 
 class InstanceError(InputError):

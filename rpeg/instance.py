@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rpeg.errors import InstanceError, did_you_mean
+from rpeg.limits import MAX_QUANTILES, check_cluster_size, check_list_size, check_range
 from rpeg.pins import Pins, narrowed_staleness, parse_pins
 from rpeg.presets import expand_hardware, expand_model
 from rpeg.templates import AC_MODEL, FUSED, SEPARATE
@@ -134,8 +135,13 @@ def _is_number(value: Any) -> bool:
 
 
 def positive_int(value: Any, path: str) -> int:
-    """Return ``value`` as an int > 0 (integral floats such as ``1e3`` allowed)."""
+    """Return ``value`` as an int > 0 (integral floats such as ``1e3`` allowed).
+
+    Like every reader below, it also refuses a value outside the field's
+    plausible range (:data:`rpeg.limits.LIMITS`).
+    """
     if _is_number(value) and float(value).is_integer() and value > 0:
+        check_range(value, path)
         return int(value)
     raise InstanceError(path, f"must be a positive integer, got {_describe(value)}")
 
@@ -143,13 +149,16 @@ def positive_int(value: Any, path: str) -> int:
 def nonnegative_int(value: Any, path: str) -> int:
     """Return ``value`` as an int >= 0."""
     if _is_number(value) and float(value).is_integer() and value >= 0:
+        check_range(value, path)
         return int(value)
     raise InstanceError(path, f"must be a non-negative integer, got {_describe(value)}")
 
 
-def positive_float(value: Any, path: str) -> float:
-    """Return ``value`` as a finite float > 0."""
+def positive_float(value: Any, path: str, *, limits: bool = True) -> float:
+    """Return ``value`` as a finite float > 0 (``limits``: within the field's range)."""
     if _is_number(value) and value > 0:
+        if limits:
+            check_range(value, path)
         return float(value)
     raise InstanceError(path, f"must be a positive number, got {_describe(value)}")
 
@@ -157,6 +166,7 @@ def positive_float(value: Any, path: str) -> float:
 def nonnegative_float(value: Any, path: str) -> float:
     """Return ``value`` as a finite float >= 0."""
     if _is_number(value) and value >= 0:
+        check_range(value, path)
         return float(value)
     raise InstanceError(path, f"must be a non-negative number, got {_describe(value)}")
 
@@ -214,7 +224,11 @@ def require(data: Mapping[str, Any], key: str, path: str) -> Any:
 
 def _bandwidth_to_inverse(value: Any, path: str) -> float:
     """Normalise a ``beta_*`` value: >= 1 is bytes/s, < 1 is s/byte."""
-    number = positive_float(value, path)
+    number = positive_float(value, path, limits=False)
+    if number >= 1.0:
+        check_range(number, path)
+    else:
+        check_range(1.0 / number, path, f"{number:.4g} s/byte ({1.0 / number:.4g} bytes/s)")
     return 1.0 / number if number >= 1.0 else number
 
 
@@ -263,6 +277,7 @@ class Hardware:
         positive_int(self.racks, "hardware.racks")
         positive_int(self.nodes_per_rack, "hardware.nodes_per_rack")
         positive_int(self.gpus_per_node, "hardware.gpus_per_node")
+        check_cluster_size(self.racks, self.nodes_per_rack, self.gpus_per_node)
         positive_float(self.flops_per_gpu, "hardware.flops_per_gpu")
         positive_float(self.memory_per_gpu, "hardware.memory_per_gpu")
         positive_float(self.memory_bandwidth, "hardware.memory_bandwidth")
@@ -271,7 +286,10 @@ class Hardware:
                 nonnegative_float(getattr(self, name)[level], f"hardware.{name}_{level}")
         for name in ("beta_coll", "beta_p2p"):
             for level in LEVELS:
-                positive_float(getattr(self, name)[level], f"hardware.{name}_{level}")
+                inverse = positive_float(
+                    getattr(self, name)[level], f"hardware.{name}_{level}", limits=False
+                )
+                check_range(1.0 / inverse, f"hardware.{name}_{level}")
         nonnegative_float(self.gemm_m_half, "hardware.gemm_m_half")
         nonnegative_float(self.gemm_k_half, "hardware.gemm_k_half")
         unit_fraction(self.decode_bw_eff, "hardware.decode_bw_eff", open_low=True, open_high=False)
@@ -634,6 +652,7 @@ def parse_workload(data: Any) -> Workload:
             raise InstanceError(
                 path, f"must be a non-empty list of [fraction, length] pairs, got {_describe(raw)}"
             )
+        check_list_size(raw, path, MAX_QUANTILES)
         pairs = []
         for index, pair in enumerate(raw):
             if not isinstance(pair, list | tuple) or len(pair) != 2:
@@ -699,6 +718,9 @@ class OptimizerConfig:
         for model, values in self.staleness_candidates.items():
             if not values:
                 raise InstanceError(f"optimizer.staleness_candidates.{model}", "must not be empty")
+            check_list_size(values, f"optimizer.staleness_candidates.{model}")
+            for index, value in enumerate(values):
+                nonnegative_int(value, f"optimizer.staleness_candidates.{model}[{index}]")
 
 
 _OPTIMIZER_INTS = ("e_max", "e_struct", "k_x", "stag_window", "t_max")
@@ -762,6 +784,7 @@ def parse_optimizer(data: Any, algorithm: str) -> OptimizerConfig:
                 raise InstanceError(
                     where, f"must be a non-empty list of integers >= 0, got {_describe(values_raw)}"
                 )
+            check_list_size(values_raw, where)
             staleness = sorted(
                 {
                     nonnegative_int(value, f"{where}[{index}]")
@@ -821,6 +844,7 @@ class PlacementConfig:
                 continue
             if not values:
                 raise InstanceError(f"placement.{name}", "must not be empty")
+            check_list_size(values, f"placement.{name}")
             for index, value in enumerate(values):
                 positive_int(value, f"placement.{name}[{index}]")
         for name, allowed in (("recompute", RECOMPUTE_CHOICES), ("sharding", SHARDING_CHOICES)):
@@ -853,6 +877,7 @@ def _int_list(raw: Any, path: str) -> tuple[int, ...]:
         raise InstanceError(
             path, f"must be a non-empty list of positive integers, got {_describe(raw)}"
         )
+    check_list_size(raw, path)
     return tuple(sorted({positive_int(value, f"{path}[{i}]") for i, value in enumerate(raw)}))
 
 
@@ -862,6 +887,7 @@ def _choice_list(raw: Any, path: str, allowed: tuple[Any, ...]) -> tuple[Any, ..
             path,
             f"must be a non-empty list of {', '.join(map(str, allowed))}, got {_describe(raw)}",
         )
+    check_list_size(raw, path)
     chosen = []
     for index, value in enumerate(raw):
         if isinstance(value, bool) != isinstance(allowed[0], bool) or value not in allowed:

@@ -217,8 +217,10 @@ def _triple(raw: Any, path: str, minimum: int) -> tuple[int, int, int]:
         or len(raw) != 3
         or not all(isinstance(x, int) and not isinstance(x, bool) and x >= minimum for x in raw)
     ):
+        from rpeg.instance import _describe
+
         kind = "positive integers" if minimum > 0 else "integers >= 0"
-        raise InstanceError(path, f"must be three {kind} [rack, node, gpu], got {raw!r}")
+        raise InstanceError(path, f"must be three {kind} [rack, node, gpu], got {_describe(raw)}")
     return (raw[0], raw[1], raw[2])
 
 

@@ -16,6 +16,7 @@ from rpeg.blocks import Block
 from rpeg.candidates import CandidateDirectory, strategy_problem
 from rpeg.cost import Strategy
 from rpeg.errors import PlanError, did_you_mean
+from rpeg.instance import _describe as _short
 from rpeg.instance import instance_fingerprint
 from rpeg.pins import block_pin_problem
 from rpeg.templates import AC_MODEL, FUSED, SEPARATE, Kind, Vertex
@@ -152,7 +153,7 @@ def _int_field(data: dict[str, Any], key: str, path: str) -> int:
         raise PlanError(f"{path}.{key}", "missing")
     value = data[key]
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise PlanError(f"{path}.{key}", f"must be a positive integer, got {value!r}")
+        raise PlanError(f"{path}.{key}", f"must be a positive integer, got {_short(value)}")
     return value
 
 
@@ -192,11 +193,12 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
     if data.get("algorithm", instance.algorithm) != instance.algorithm:
         raise PlanError(
             "plan.algorithm",
-            f"plan is for {data['algorithm']!r} but the instance runs {instance.algorithm!r}",
+            f"plan is for {_short(data['algorithm'])} but the instance runs {instance.algorithm!r}",
         )
     if data.get("k_eval", instance.k_eval) != instance.k_eval:
         raise PlanError(
-            "plan.k_eval", f"plan has k_eval {data['k_eval']!r}, the instance {instance.k_eval}"
+            "plan.k_eval",
+            f"plan has k_eval {_short(data['k_eval'])}, the instance {instance.k_eval}",
         )
     vertices = data.get("vertices")
     if not isinstance(vertices, dict):
@@ -251,7 +253,16 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
         if value is None:
             raise PlanError(f"plan.staleness.{model}", "missing")
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise PlanError(f"plan.staleness.{model}", f"must be an integer >= 0, got {value!r}")
+            raise PlanError(
+                f"plan.staleness.{model}", f"must be an integer >= 0, got {_short(value)}"
+            )
+        candidates = instance.optimizer.staleness_candidates.get(model, ())
+        if value not in candidates:
+            raise PlanError(
+                f"plan.staleness.{model}",
+                f"{_short(value)} is not among the instance's staleness candidates "
+                f"({', '.join(map(str, candidates))})",
+            )
         staleness[model] = value
     for model in raw_staleness:
         if model not in staleness:
@@ -356,13 +367,13 @@ def _strategy_from_json(
     replica = -(-instance.workload.sequences // dp)
     recompute = entry.get("recompute", "none")
     if recompute not in ("none", "full"):
-        raise PlanError(f"{path}.recompute", f"must be none or full, got {recompute!r}")
+        raise PlanError(f"{path}.recompute", f"must be none or full, got {_short(recompute)}")
     sharding = entry.get("sharding", "zero1")
     if sharding not in ("zero1", "zero3"):
-        raise PlanError(f"{path}.sharding", f"must be zero1 or zero3, got {sharding!r}")
+        raise PlanError(f"{path}.sharding", f"must be zero1 or zero3, got {_short(sharding)}")
     offload = entry.get("offload", False)
     if not isinstance(offload, bool):
-        raise PlanError(f"{path}.offload", f"must be true or false, got {offload!r}")
+        raise PlanError(f"{path}.offload", f"must be true or false, got {_short(offload)}")
     if vertex.kind is Kind.GENERATE:
         if "concurrency" in entry:
             concurrency = _int_field(entry, "concurrency", path)
@@ -439,10 +450,10 @@ def _parse_order(
             or not isinstance(item[1], int)
             or isinstance(item[1], bool)
         ):
-            raise PlanError(path, f"must be a [vertex, step] pair, got {item!r}")
+            raise PlanError(path, f"must be a [vertex, step] pair, got {_short(item)}")
         name, step = item
         if name not in template.names:
-            raise PlanError(path, f"no vertex {name!r} in the {template.algorithm} template")
+            raise PlanError(path, f"no vertex {_short(name)} in the {template.algorithm} template")
         if not 0 <= step < k_eval:
             raise PlanError(path, f"step {step} outside 0..{k_eval - 1}")
         run = (template.index(name), step)
@@ -466,13 +477,20 @@ def _parse_order(
 def read_plan(path: str | os.PathLike[str], directory: CandidateDirectory) -> Plan:
     """Read and check a plan file."""
     name = os.fspath(path)
-    if not os.path.isfile(name):
+    if not os.path.exists(name):
         raise PlanError(name, "no such file")
+    if os.path.isdir(name):
+        raise PlanError(name, "is a folder, not a plan file")
+    if not os.path.isfile(name):
+        raise PlanError(name, "not a regular file (a plan is a JSON file)")
     if os.path.getsize(name) > 16 << 20:
         raise PlanError(name, "file too large to be a plan")
     try:
-        with open(name, encoding="utf-8") as handle:
+        # utf-8-sig: a byte-order mark (some Windows editors write one) is skipped.
+        with open(name, encoding="utf-8-sig") as handle:
             data = json.load(handle)
+    except OSError as exc:
+        raise PlanError(name, f"cannot be read: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise PlanError(name, f"not a JSON file: {str(exc)[:120]}") from None
     except (ValueError, RecursionError) as exc:

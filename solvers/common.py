@@ -6,6 +6,7 @@ import math
 import time
 from collections.abc import Callable
 
+from rpeg import stop
 from rpeg.candidates import CandidateDirectory
 from rpeg.context import Problem
 from rpeg.plan import Plan
@@ -35,10 +36,13 @@ class Deadline:
         return self.at - time.perf_counter()
 
     def check(self, phase: str = "") -> None:
-        """Raise :class:`BuildTimeout` naming ``phase`` (or the last one named) once passed."""
+        """Raise :class:`BuildTimeout` naming ``phase`` (or the last one named) once passed.
+
+        A stop request (:mod:`rpeg.stop`) ends the build as the deadline does.
+        """
         if phase:
             self.phase = phase
-        if time.perf_counter() >= self.at:
+        if time.perf_counter() >= self.at or stop.requested():
             raise BuildTimeout(self.phase)
 
 

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from ortools.sat.python import cp_model
 
 from formulation import Formulation, build_formulation, rows
+from rpeg import stop
 from rpeg.context import Problem
 from rpeg.plan import Plan
 from solvers.common import (
@@ -453,7 +454,10 @@ def solve_with_hint(
         solver.parameters.log_to_stdout = False
         solver.log_callback = lambda line: print(line, file=sys.stderr)
     callback = _Progress(built.vars, formulation.unit, options)
-    status = solver.Solve(built.model, callback)
+    # SIGINT and SIGTERM reach rpeg.stop, which stops the search (not CP-SAT's own handler).
+    solver.parameters.catch_sigint_signal = False
+    with stop.on_stop(solver.StopSearch):
+        status = solver.Solve(built.model, callback)
     stats.update(
         {
             **built.sizes(),

@@ -47,6 +47,7 @@ result is the warm-start plan with the best bound known.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import os
 import sys
@@ -58,6 +59,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from formulation import Formulation, build_formulation, rows
+from rpeg import stop
 from rpeg.context import Problem
 from rpeg.errors import InputError
 from rpeg.plan import Plan
@@ -737,11 +739,18 @@ def check_engine(engine: str) -> None:
                 f"milp:highs is not available; install it with: {INSTALL_HINTS['highs']}",
             ) from None
         return
+    # Pyomo logs a warning and a traceback for an unknown name before returning
+    # an unusable solver; the one line below says it all.
+    pyomo_log = logging.getLogger("pyomo")
+    level = pyomo_log.level
+    pyomo_log.setLevel(logging.CRITICAL + 1)
     try:
         solver = pyo.SolverFactory(engine)
         available = solver is not None and solver.available(exception_flag=False)
     except Exception:
         available = False
+    finally:
+        pyomo_log.setLevel(level)
     if not available:
         hint = INSTALL_HINTS.get(engine, "install it so that Pyomo's SolverFactory can find it")
         raise InputError("--solver", f"MIP solver {engine!r} is not available to Pyomo; {hint}")
@@ -824,7 +833,9 @@ def _solve_highs(built: BuiltMilp, options: SolveOptions, deadline: Deadline) ->
     highs.cbMipLogging.subscribe(logged)
     highs.setOptionValue("time_limit", max(0.05, deadline.remaining() - RESERVE_S))
     highs.HandleKeyboardInterrupt = True
-    highs.solve()
+    stop.attach_highs(highs)
+    if not stop.solve_highs(highs):
+        return MipOutcome(None, False, False, None, None, "interrupted in presolve", True)
     status = highs.getModelStatus()
     info = highs.getInfo()
     feasible = info.primal_solution_status == highspy.SolutionStatus.kSolutionStatusFeasible

@@ -5,10 +5,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from rpeg import stop
+
 
 @dataclass
 class StoppingCriterion:
     """Stop at an evaluation budget, a wall-clock limit or an external interrupt.
+
+    An external interrupt is a KeyboardInterrupt caught by the search or a
+    stop request (:mod:`rpeg.stop`, set by SIGINT or SIGTERM).
 
     Parameters
     ----------
@@ -26,7 +31,8 @@ class StoppingCriterion:
 
     def __call__(self, evaluations: int) -> bool:
         """Whether to stop after ``evaluations`` evaluations."""
-        if self.interrupted:
+        if self.interrupted or stop.requested():
+            self.interrupted = True
             self.reason = "interrupted"
             return True
         if evaluations >= self.max_evaluations:
@@ -39,6 +45,8 @@ class StoppingCriterion:
 
     def out_of_time(self) -> bool:
         """Whether the wall-clock limit has passed (ignores the evaluation budget)."""
+        if stop.requested():
+            self.interrupted = True
         return self.interrupted or time.perf_counter() - self.started >= self.time_limit
 
     @property
