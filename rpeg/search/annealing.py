@@ -25,16 +25,11 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rpeg.plan import Plan
-from rpeg.search.moves import (
-    PAIR_STRUCTURAL,
-    PARAMETER_MOVES,
-    SINGLE_STRUCTURAL,
-    MoveContext,
-    swap_order,
-)
+from rpeg.search.moves import DEFAULT_MOVES, PAIR, PARAMETER, SINGLE, Move, MoveContext
 from rpeg.search.state import SearchState
 from rpeg.search.stopping import StoppingCriterion
 from rpeg.simulator import Simulator
@@ -74,9 +69,21 @@ class SimulatedAnnealing:
         for a given seed when it stops on its evaluation budget.
     progress
         Optional callback ``progress(best_makespan, evaluations)``.
+    moves
+        The moves to draw from (:data:`rpeg.search.moves.DEFAULT_MOVES` by
+        default); within each kind a move is drawn uniformly. Structural moves
+        (kinds ``single`` and ``pair``) come every ``e_struct`` evaluations,
+        parameter moves in between; when one side has no move the other
+        side's moves are drawn instead.
     """
 
-    def __init__(self, simulator: Simulator, seed: int = 0, progress=None) -> None:
+    def __init__(
+        self,
+        simulator: Simulator,
+        seed: int = 0,
+        progress=None,
+        moves: Sequence[Move] = DEFAULT_MOVES,
+    ) -> None:
         self.simulator = simulator
         self.directory = simulator.directory
         self.knobs = self.directory.instance.optimizer
@@ -85,6 +92,14 @@ class SimulatedAnnealing:
         self.context = MoveContext(self.directory, self.knobs)
         self.progress = progress
         self.statistics = SearchStatistics()
+        if not moves:
+            raise ValueError("the local search needs at least one move")
+        self.single = tuple(m for m in moves if m.kind == SINGLE)
+        self.pair = tuple(m for m in moves if m.kind == PAIR)
+        self.parameter = tuple(m for m in moves if m.kind == PARAMETER)
+        unknown = [m.name for m in moves if m.kind not in (SINGLE, PAIR, PARAMETER)]
+        if unknown:
+            raise ValueError(f"moves of unknown kind: {', '.join(unknown)}")
 
     # -- evaluation ------------------------------------------------------------------
 
@@ -170,14 +185,16 @@ class SimulatedAnnealing:
         return SearchOutcome(best.plan, best.makespan, stats)
 
     def _neighbours(self, current: SearchState, structural: bool) -> list[Plan]:
-        rng, context = self.rng, self.context
-        if structural:
-            pool = PAIR_STRUCTURAL if rng.random() < self.knobs.alpha_pair else SINGLE_STRUCTURAL
-            return rng.choice(pool)(current.plan, context, rng)
-        choice = rng.randrange(len(PARAMETER_MOVES) + 1)
-        if choice == len(PARAMETER_MOVES):
-            return swap_order(current.plan, context, rng, current.evaluation.order)
-        return PARAMETER_MOVES[choice](current.plan, context, rng)
+        rng = self.rng
+        has_structural = bool(self.single or self.pair)
+        if (structural and has_structural) or not self.parameter:
+            if self.single and self.pair:
+                pool = self.pair if rng.random() < self.knobs.alpha_pair else self.single
+            else:
+                pool = self.single or self.pair
+        else:
+            pool = self.parameter
+        return rng.choice(pool).propose(current, self.context, rng)
 
     def _record(self, best: SearchState, stop: StoppingCriterion) -> None:
         self.statistics.history.append((stop.elapsed, self.statistics.evaluations, best.makespan))
