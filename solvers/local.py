@@ -15,7 +15,6 @@ from solvers.common import plan_result, unplaceable_result
 from solvers.options import SolveOptions
 from solvers.result import Result
 
-
 #: Seeded random plans tried (each repaired for memory) when neither baseline fits.
 SAMPLED_STARTS = 200
 

@@ -155,3 +155,16 @@ def test_order_swaps_are_topological_and_change_the_order():
             problem.simulator.evaluate(neighbour)
             plan = neighbour
     assert swapped > 10
+
+
+def test_start_from_a_sampled_plan_when_no_baseline_fits():
+    """On tiny_lag_grpo_2gpu the baselines share GPUs between rollout and training, which
+    memory forbids; the start is then a seeded random plan that fits (the same each run)."""
+    from rpeg.baselines import concurrent_plan, greedy_plan
+
+    problem = load_problem("tiny_lag_grpo_2gpu.yaml")
+    assert greedy_plan(problem.directory, problem.simulator) is None
+    assert concurrent_plan(problem.directory, problem.simulator) is None
+    start = best_baseline(problem)
+    assert start is not None and problem.simulator.evaluate(start).feasible
+    assert best_baseline(problem) == start
