@@ -2,7 +2,8 @@
 
 Knobs (``optimizer`` section):
 
-* ``e_max`` evaluation budget; the search also stops at the time limit.
+* ``e_max`` evaluation budget; past it the search stops once converged (no new
+  best in the last ``e_max / 2`` evaluations), and always at the time limit.
 * ``t_init`` / ``t_min``: temperature, as a fraction of the current score,
   at the start and the end of the budget (linear cooling, or geometric with
   ``geometric_cooling``); ``t_warm`` the temperature after a restart.
@@ -108,7 +109,9 @@ class SimulatedAnnealing:
         return SearchState.of(plan, self.simulator.evaluate(plan), self.capacity)
 
     def _temperature(self, used: int, start_fraction: float, start_at: int) -> float:
-        span = max(1, self.knobs.e_max - start_at)
+        # past the budget (the search goes on until it converges) a warm restart
+        # still cools over one stagnation window
+        span = max(1, self.knobs.e_max - start_at, self.knobs.stag_window)
         progress = min(1.0, max(0.0, (used - start_at) / span))
         low = min(self.knobs.t_min, start_fraction)
         if self.knobs.geometric_cooling and start_fraction > 0 and low > 0:
@@ -162,6 +165,7 @@ class SimulatedAnnealing:
                     best = current
                     stats.improvements += 1
                     stagnation = 0
+                    stop.improved(stats.evaluations)
                     self._record(best, stop)
                 else:
                     stagnation += 1
