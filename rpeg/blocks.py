@@ -260,18 +260,10 @@ class Cluster:
     def _compute_group_levels(
         self, extent: tuple[int, int, int], dp: int, pp: int, tp: int
     ) -> tuple[str, str, str]:
-        """:meth:`group_levels` without the cache (a strategy's ranks, one by one)."""
+        """:meth:`group_levels` without the cache, walking every rank of a multi-node block."""
         size = extent[0] * extent[1] * extent[2]
         if size <= self.gpus_per_node:
             return ("g", "g", "g")
-        key = (extent, dp, pp, tp)
-        known = self._group_levels.get(key)
-        if known is None:
-            known = self._group_levels[key] = self._compute_group_levels(dp, pp, tp)
-        return known
-
-    def _compute_group_levels(self, dp: int, pp: int, tp: int) -> tuple[str, str, str]:
-        """:meth:`group_levels` of a block larger than a node, walking every rank."""
         worst = {"tp": "g", "pp": "g", "dp": "g"}
 
         def update(key: str, low: int, high: int) -> None:

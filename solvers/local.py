@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import random
 import time
 
-from rpeg.baselines import concurrent_plan, greedy_plan
+from rpeg.baselines import concurrent_plan, greedy_plan, repair_memory
 from rpeg.context import Problem
 from rpeg.plan import Plan
+from rpeg.sampling import random_plan
 from rpeg.search.annealing import SimulatedAnnealing
 from rpeg.search.stopping import StoppingCriterion
 from rpeg.templates import FUSED
@@ -14,11 +16,31 @@ from solvers.common import best_over_templates, plan_result, template_summary, u
 from solvers.options import SolveOptions
 from solvers.result import Result
 
+#: Seeded random plans tried (each repaired for memory) when neither baseline fits.
+SAMPLED_STARTS = 200
+
+
+def sampled_plan(problem: Problem, tries: int = SAMPLED_STARTS, seed: int = 0) -> Plan | None:
+    """The first of ``tries`` seeded random plans that fits in memory, once repaired.
+
+    The baselines put generation and training on shared GPUs; where memory
+    forbids that (a rollout workspace too large to sit beside the training
+    state), a random plan of the space often fits.
+    """
+    rng = random.Random(seed)
+    for _ in range(tries):
+        plan = repair_memory(random_plan(problem.directory, rng), problem.simulator)
+        if plan is not None:
+            return plan
+    return None
+
 
 def best_baseline(problem: Problem) -> Plan | None:
     """The better (by simulated score) of the greedy and concurrent baselines.
 
-    On an AC-share problem both baselines are built for each template.
+    On an AC-share problem both baselines are built for each template. When
+    neither fits in memory, the first seeded random plan that fits
+    (:func:`sampled_plan`), or ``None``.
     """
     plans = [
         plan
@@ -27,7 +49,7 @@ def best_baseline(problem: Problem) -> Plan | None:
         if plan is not None
     ]
     if not plans:
-        return None
+        return sampled_plan(problem)
     return min(plans, key=lambda plan: problem.simulator.evaluate(plan).score)
 
 

@@ -2,7 +2,8 @@
 
 Knobs (``optimizer`` section):
 
-* ``e_max`` evaluation budget; the search also stops at the time limit.
+* ``e_max`` evaluation budget; past it the search stops once converged (no new
+  best in the last ``e_max / 2`` evaluations), and always at the time limit.
 * ``t_init`` / ``t_min``: temperature, as a fraction of the current score,
   at the start and the end of the budget (linear cooling, or geometric with
   ``geometric_cooling``); ``t_warm`` the temperature after a restart.
@@ -31,16 +32,11 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rpeg.plan import Plan
-from rpeg.search.moves import (
-    PAIR_STRUCTURAL,
-    PARAMETER_MOVES,
-    SINGLE_STRUCTURAL,
-    MoveContext,
-    swap_order,
-)
+from rpeg.search.moves import DEFAULT_MOVES, PAIR, PARAMETER, SINGLE, Move, MoveContext
 from rpeg.search.state import SearchState
 from rpeg.search.stopping import StoppingCriterion
 from rpeg.search.template_switch import convert_plan, switch_template
@@ -90,6 +86,12 @@ class SimulatedAnnealing:
         (AC-share) template; default: when the simulator's instance has both
         in its plan space. :attr:`best_by_template` then holds the best
         feasible plan seen of each template.
+    moves
+        The moves to draw from (:data:`rpeg.search.moves.DEFAULT_MOVES` by
+        default); within each kind a move is drawn uniformly. Structural moves
+        (kinds ``single`` and ``pair``) come every ``e_struct`` evaluations,
+        parameter moves in between; when one side has no move the other
+        side's moves are drawn instead.
     """
 
     def __init__(
@@ -98,6 +100,7 @@ class SimulatedAnnealing:
         seed: int = 0,
         progress=None,
         switch_templates: bool | None = None,
+        moves: Sequence[Move] = DEFAULT_MOVES,
     ) -> None:
         self.simulator = simulator
         self.directory = simulator.directory
@@ -107,6 +110,14 @@ class SimulatedAnnealing:
         self.context = MoveContext(self.directory, self.knobs)
         self.progress = progress
         self.statistics = SearchStatistics()
+        if not moves:
+            raise ValueError("the local search needs at least one move")
+        self.single = tuple(m for m in moves if m.kind == SINGLE)
+        self.pair = tuple(m for m in moves if m.kind == PAIR)
+        self.parameter = tuple(m for m in moves if m.kind == PARAMETER)
+        unknown = [m.name for m in moves if m.kind not in (SINGLE, PAIR, PARAMETER)]
+        if unknown:
+            raise ValueError(f"moves of unknown kind: {', '.join(unknown)}")
         if switch_templates is None:
             switch_templates = len(self.directory.instance.templates) > 1
         self.switch_templates = switch_templates
@@ -135,7 +146,9 @@ class SimulatedAnnealing:
         return state
 
     def _temperature(self, used: int, start_fraction: float, start_at: int) -> float:
-        span = max(1, self.knobs.e_max - start_at)
+        # past the budget (the search goes on until it converges) a warm restart
+        # still cools over one stagnation window
+        span = max(1, self.knobs.e_max - start_at, self.knobs.stag_window)
         progress = min(1.0, max(0.0, (used - start_at) / span))
         low = min(self.knobs.t_min, start_fraction)
         if self.knobs.geometric_cooling and start_fraction > 0 and low > 0:
@@ -189,6 +202,7 @@ class SimulatedAnnealing:
                     best = current
                     stats.improvements += 1
                     stagnation = 0
+                    stop.improved(stats.evaluations)
                     self._record(best, stop)
                 else:
                     stagnation += 1
@@ -215,13 +229,15 @@ class SimulatedAnnealing:
         rng, context = self.rng, self._context(current.plan)
         if structural and self.switch_templates and rng.random() < SWITCH_PROBABILITY:
             return switch_template(current.plan, context, rng, self.simulator)
-        if structural:
-            pool = PAIR_STRUCTURAL if rng.random() < self.knobs.alpha_pair else SINGLE_STRUCTURAL
-            return rng.choice(pool)(current.plan, context, rng)
-        choice = rng.randrange(len(PARAMETER_MOVES) + 1)
-        if choice == len(PARAMETER_MOVES):
-            return swap_order(current.plan, context, rng, current.evaluation.order)
-        return PARAMETER_MOVES[choice](current.plan, context, rng)
+        has_structural = bool(self.single or self.pair)
+        if (structural and has_structural) or not self.parameter:
+            if self.single and self.pair:
+                pool = self.pair if rng.random() < self.knobs.alpha_pair else self.single
+            else:
+                pool = self.single or self.pair
+        else:
+            pool = self.parameter
+        return rng.choice(pool).propose(current, context, rng)
 
     def _record(self, best: SearchState, stop: StoppingCriterion) -> None:
         self.statistics.history.append((stop.elapsed, self.statistics.evaluations, best.objective))

@@ -1,9 +1,18 @@
-"""Neighbourhood moves of the local search, one function per move.
+"""Neighbourhood moves of the local search: objects behind one protocol.
 
-Every move takes the current plan, the :class:`MoveContext` and a random
-generator and returns a list of neighbour plans (empty when the move does not
-apply); the search evaluates them and proposes the best. Moves that pick a
-strategy on a new block sample up to ``k_x`` candidates of that shape.
+A move (:class:`Move`) has a ``name``, a ``kind`` and a ``propose(state,
+context, rng)`` method that takes the current :class:`SearchState`, the
+:class:`MoveContext` and a random generator and returns a list of neighbour
+plans (empty when the move does not apply); the search evaluates them and
+proposes the best. The search takes a sequence of moves
+(:data:`DEFAULT_MOVES` unless told otherwise), so a move runs alone by passing
+only that one, and a new move plugs in as one more object.
+
+The ``kind`` tells the search when to propose a move: :data:`SINGLE` and
+:data:`PAIR` moves change blocks or co-location (one vertex, or two) and come
+every ``e_struct`` evaluations; :data:`PARAMETER` moves keep every vertex's
+block. Moves that pick a strategy on a new block sample up to ``k_x``
+candidates of that shape.
 """
 
 from __future__ import annotations
@@ -11,14 +20,17 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from rpeg.blocks import Block
 from rpeg.candidates import Candidate, CandidateDirectory
 from rpeg.instance import OptimizerConfig
 from rpeg.plan import Placement, Plan
+from rpeg.search.state import SearchState
 from rpeg.templates import unroll
 
-Move = Callable[[Plan, "MoveContext", random.Random], list[Plan]]
+#: Move kinds: structural moves of one vertex, of two vertices, and parameter moves.
+SINGLE, PAIR, PARAMETER = "single", "pair", "parameter"
 
 
 @dataclass
@@ -86,8 +98,9 @@ def _replace(plan: Plan, vertex: int, block: Block, candidates: list[Candidate])
     return [plan.with_placement(vertex, Placement(block, c.strategy)) for c in candidates]
 
 
-def change_strategy(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]:
+def change_strategy(state: SearchState, context: MoveContext, rng: random.Random) -> list[Plan]:
     """Another strategy for one vertex on its block."""
+    plan = state.plan
     vertex = context.pick_vertex(rng, plan)
     placement = plan.placements[vertex]
     candidates = [
@@ -100,9 +113,10 @@ def change_strategy(plan: Plan, context: MoveContext, rng: random.Random) -> lis
     return _replace(plan, vertex, placement.block, candidates)
 
 
-def change_microbatches(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]:
+def change_microbatches(state: SearchState, context: MoveContext, rng: random.Random) -> list[Plan]:
     """Another setting of one vertex's (dp, pp, tp): micro-batching, recompute, sharding,
     offload or rollout concurrency."""
+    plan = state.plan
     if context.knobs.fixed_mb:
         return []
     vertex = context.pick_vertex(rng, plan)
@@ -119,8 +133,9 @@ def change_microbatches(plan: Plan, context: MoveContext, rng: random.Random) ->
     return _replace(plan, vertex, placement.block, [rng.choice(options)])
 
 
-def move_block(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]:
+def move_block(state: SearchState, context: MoveContext, rng: random.Random) -> list[Plan]:
     """Move one vertex to another block of the same shape (same strategy)."""
+    plan = state.plan
     vertex = context.pick_vertex(rng, plan)
     placement = plan.placements[vertex]
     others = [
@@ -131,8 +146,9 @@ def move_block(plan: Plan, context: MoveContext, rng: random.Random) -> list[Pla
     return [plan.with_placement(vertex, Placement(rng.choice(others), placement.strategy))]
 
 
-def resize_block(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]:
+def resize_block(state: SearchState, context: MoveContext, rng: random.Random) -> list[Plan]:
     """Halve or double one vertex's block (the new block contains or lies in the old one)."""
+    plan = state.plan
     vertex = context.pick_vertex(rng, plan)
     block = plan.placements[vertex].block
     sizes = sorted(context.blocks_by_size)
@@ -172,8 +188,9 @@ def _fastest_on(
     return Placement(block, options[0].strategy)
 
 
-def swap_blocks(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]:
+def swap_blocks(state: SearchState, context: MoveContext, rng: random.Random) -> list[Plan]:
     """Exchange the blocks of two vertices (each keeps its strategy if the shape allows)."""
+    plan = state.plan
     first, second = _two_vertices(plan, context, rng)
     a, b = plan.placements[first], plan.placements[second]
     if a.block == b.block:
@@ -185,8 +202,9 @@ def swap_blocks(plan: Plan, context: MoveContext, rng: random.Random) -> list[Pl
     return [plan.with_placement(first, new_first).with_placement(second, new_second)]
 
 
-def colocate(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]:
+def colocate(state: SearchState, context: MoveContext, rng: random.Random) -> list[Plan]:
     """Put one vertex on another vertex's block."""
+    plan = state.plan
     first, second = _two_vertices(plan, context, rng)
     target = plan.placements[first].block
     if plan.placements[second].block == target or not context.directory.allows(second, target):
@@ -194,8 +212,9 @@ def colocate(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]
     return _replace(plan, second, target, context.sample_candidates(second, target.extent, rng))
 
 
-def separate(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]:
+def separate(state: SearchState, context: MoveContext, rng: random.Random) -> list[Plan]:
     """Move one of two vertices sharing GPUs to a block disjoint from the other's."""
+    plan = state.plan
     first, second = _two_vertices(plan, context, rng)
     anchor = plan.placements[first].block
     moving = plan.placements[second]
@@ -216,8 +235,9 @@ def separate(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]
     return _replace(plan, second, target, context.sample_candidates(second, target.extent, rng))
 
 
-def change_staleness(plan: Plan, context: MoveContext, rng: random.Random) -> list[Plan]:
+def change_staleness(state: SearchState, context: MoveContext, rng: random.Random) -> list[Plan]:
     """Another staleness for one trained model."""
+    plan = state.plan
     choices = context.knobs.staleness_candidates
     models = [m for m, _ in plan.staleness if len(choices[m]) > 1]
     if not models:
@@ -227,15 +247,15 @@ def change_staleness(plan: Plan, context: MoveContext, rng: random.Random) -> li
     return [plan.with_staleness(model, rng.choice([s for s in choices[model] if s != current]))]
 
 
-def swap_order(
-    plan: Plan, context: MoveContext, rng: random.Random, placed: tuple[int, ...] = ()
-) -> list[Plan]:
+def swap_order(state: SearchState, context: MoveContext, rng: random.Random) -> list[Plan]:
     """Run a later run before an earlier one that shares GPUs with it (a priority swap).
 
-    ``placed`` is the run order the simulator used for the current plan. The
-    later run moves to just before the earlier one when none of its direct
-    predecessors lies between them, which keeps the order topological.
+    The run order is the one the simulator used for the current plan
+    (``state.evaluation.order``). The later run moves to just before the
+    earlier one when none of its direct predecessors lies between them, which
+    keeps the order topological.
     """
+    plan, placed = state.plan, state.evaluation.order
     if not placed:
         return []
     count = len(plan.placements)
@@ -259,8 +279,63 @@ def swap_order(
     return [plan.with_order(tuple((r % count, r // count) for r in sequence))]
 
 
-#: Moves that change blocks or co-location (proposed every ``e_struct`` evaluations).
-SINGLE_STRUCTURAL: tuple[Move, ...] = (move_block, resize_block)
-PAIR_STRUCTURAL: tuple[Move, ...] = (swap_blocks, colocate, separate)
-#: Moves that keep every vertex's block.
-PARAMETER_MOVES: tuple[Move, ...] = (change_strategy, change_microbatches, change_staleness)
+class Move(Protocol):
+    """What the search needs of a move: a name, a kind and a proposal."""
+
+    name: str
+    kind: str
+
+    def propose(self, state: SearchState, context: MoveContext, rng: random.Random) -> list[Plan]:
+        """Neighbour plans of ``state`` (empty when the move does not apply)."""
+        ...
+
+
+@dataclass(frozen=True)
+class PlanMove:
+    """A move given by a function ``(state, context, rng) -> list[Plan]``.
+
+    Attributes
+    ----------
+    name
+        The move's name (the function's, by default).
+    kind
+        :data:`SINGLE`, :data:`PAIR` or :data:`PARAMETER`.
+    function
+        The neighbourhood function.
+    """
+
+    name: str
+    kind: str
+    function: Callable[[SearchState, MoveContext, random.Random], list[Plan]]
+
+    def propose(self, state: SearchState, context: MoveContext, rng: random.Random) -> list[Plan]:
+        """Neighbour plans of ``state`` (empty when the move does not apply)."""
+        return self.function(state, context, rng)
+
+
+def _move(kind: str, function) -> PlanMove:
+    return PlanMove(function.__name__, kind, function)
+
+
+MOVE_BLOCK = _move(SINGLE, move_block)
+RESIZE_BLOCK = _move(SINGLE, resize_block)
+SWAP_BLOCKS = _move(PAIR, swap_blocks)
+COLOCATE = _move(PAIR, colocate)
+SEPARATE = _move(PAIR, separate)
+CHANGE_STRATEGY = _move(PARAMETER, change_strategy)
+CHANGE_MICROBATCHES = _move(PARAMETER, change_microbatches)
+CHANGE_STALENESS = _move(PARAMETER, change_staleness)
+SWAP_ORDER = _move(PARAMETER, swap_order)
+
+#: The moves of the search, in the order it draws them within a kind.
+DEFAULT_MOVES: tuple[Move, ...] = (
+    MOVE_BLOCK,
+    RESIZE_BLOCK,
+    SWAP_BLOCKS,
+    COLOCATE,
+    SEPARATE,
+    CHANGE_STRATEGY,
+    CHANGE_MICROBATCHES,
+    CHANGE_STALENESS,
+    SWAP_ORDER,
+)

@@ -10,7 +10,13 @@ from rpeg import stop
 
 @dataclass
 class StoppingCriterion:
-    """Stop at an evaluation budget, a wall-clock limit or an external interrupt.
+    """Stop at a converged evaluation budget, a wall-clock limit or an external interrupt.
+
+    The evaluation budget ends the search only once it has converged: past
+    ``max_evaluations`` evaluations, the search goes on as long as its best
+    plan improved within the last ``max_evaluations // 2`` evaluations, so a
+    search still improving runs on to the time limit. For a given seed the
+    stop is deterministic.
 
     An external interrupt is a KeyboardInterrupt caught by the search or a
     stop request (:mod:`rpeg.stop`, set by SIGINT or SIGTERM).
@@ -28,6 +34,12 @@ class StoppingCriterion:
     started: float = field(default_factory=time.perf_counter)
     interrupted: bool = False
     reason: str = ""
+    #: Evaluations done when the search last found a new best plan.
+    last_improvement: int = 0
+
+    def improved(self, evaluations: int) -> None:
+        """Record that the search found a new best plan after ``evaluations`` evaluations."""
+        self.last_improvement = evaluations
 
     def __call__(self, evaluations: int) -> bool:
         """Whether to stop after ``evaluations`` evaluations."""
@@ -35,8 +47,12 @@ class StoppingCriterion:
             self.interrupted = True
             self.reason = "interrupted"
             return True
-        if evaluations >= self.max_evaluations:
-            self.reason = f"evaluation budget e_max = {self.max_evaluations} reached"
+        window = max(1, self.max_evaluations // 2)
+        if evaluations >= self.max_evaluations and evaluations - self.last_improvement >= window:
+            self.reason = (
+                f"evaluation budget e_max = {self.max_evaluations} reached, converged "
+                f"(no new best in the last {evaluations - self.last_improvement} evaluations)"
+            )
             return True
         if time.perf_counter() - self.started >= self.time_limit:
             self.reason = f"time limit {self.time_limit:g} s reached"

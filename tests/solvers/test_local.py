@@ -12,6 +12,7 @@ from rpeg.context import Problem
 from rpeg.sampling import random_plan
 from rpeg.search import moves
 from rpeg.search.annealing import SimulatedAnnealing
+from rpeg.search.state import SearchState
 from rpeg.search.stopping import StoppingCriterion
 from solvers import local
 from solvers.local import best_baseline
@@ -106,10 +107,11 @@ def test_interrupt_returns_best_so_far():
     assert outcome.makespan <= problem.simulator.evaluate(start).makespan
 
 
-ALL_MOVES = [*moves.SINGLE_STRUCTURAL, *moves.PAIR_STRUCTURAL, *moves.PARAMETER_MOVES]
+def _state(problem: Problem, plan) -> SearchState:
+    return SearchState.of(plan, problem.simulator.evaluate(plan), problem.simulator.capacity)
 
 
-@pytest.mark.parametrize("move", ALL_MOVES, ids=lambda m: m.__name__)
+@pytest.mark.parametrize("move", moves.DEFAULT_MOVES, ids=lambda m: m.name)
 def test_moves_stay_inside_the_plan_space(move):
     """Every neighbour has plan-space blocks and strategies, and simulates without error."""
     problem = load_problem("ppo_8b_1x2x8_h100.yaml")
@@ -121,7 +123,7 @@ def test_moves_stay_inside_the_plan_space(move):
     plan = random_plan(directory, random.Random(11))
     produced = 0
     for _ in range(150):
-        for neighbour in move(plan, context, rng):
+        for neighbour in move.propose(_state(problem, plan), context, rng):
             produced += 1
             for vertex, placement in zip(
                 directory.template.vertices, neighbour.placements, strict=True
@@ -147,10 +149,22 @@ def test_order_swaps_are_topological_and_change_the_order():
     plan = best_baseline(problem)
     swapped = 0
     for _ in range(300):
-        placed = problem.simulator.evaluate(plan).order
-        for neighbour in moves.swap_order(plan, context, rng, placed):
+        for neighbour in moves.SWAP_ORDER.propose(_state(problem, plan), context, rng):
             swapped += 1
             assert neighbour.order is not None
             problem.simulator.evaluate(neighbour)
             plan = neighbour
     assert swapped > 10
+
+
+def test_start_from_a_sampled_plan_when_no_baseline_fits():
+    """On tiny_lag_grpo_2gpu the baselines share GPUs between rollout and training, which
+    memory forbids; the start is then a seeded random plan that fits (the same each run)."""
+    from rpeg.baselines import concurrent_plan, greedy_plan
+
+    problem = load_problem("tiny_lag_grpo_2gpu.yaml")
+    assert greedy_plan(problem.directory, problem.simulator) is None
+    assert concurrent_plan(problem.directory, problem.simulator) is None
+    start = best_baseline(problem)
+    assert start is not None and problem.simulator.evaluate(start).feasible
+    assert best_baseline(problem) == start
