@@ -22,8 +22,14 @@ from solvers.options import SolveOptions
 from solvers.result import Result, Status, verdict
 from solvers.templates import solve_templates
 
-#: Shares of the time limit: first local search, CP-SAT; the rest refines.
-LOCAL_SHARE, EXACT_SHARE = 0.15, 0.70
+#: The first local search: at most this share of the time limit, and it ends
+#: once it has converged past :data:`LOCAL_EVALUATIONS` evaluations (a few
+#: seconds): CP-SAT needs a good start, not the search's last 0.1 %, and the
+#: refinement after CP-SAT gets the time CP-SAT leaves.
+LOCAL_SHARE = 0.15
+LOCAL_EVALUATIONS = 100_000
+#: Share of the time limit kept for refining after CP-SAT; CP-SAT gets the rest.
+REFINE_SHARE = 0.15
 
 
 def solve(problem: Problem, options: SolveOptions) -> Result:
@@ -45,7 +51,13 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
     simulator = problem.simulator
     stats: dict = {"baseline_makespan": simulator.evaluate(start).makespan}
     local_limit = min(LOCAL_SHARE * options.time_limit, _remaining(options, started))
-    local_plan, local_stats = improve(problem, start, options, local_limit)
+    local_plan, local_stats = improve(
+        problem,
+        start,
+        options,
+        local_limit,
+        min(problem.instance.optimizer.e_max, LOCAL_EVALUATIONS),
+    )
     templates = local_stats.pop("templates", None)
     stats["local"] = local_stats
     # Plans are compared by score: the makespan, x (1 + lambda_ac) for a fused plan.
@@ -57,7 +69,7 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
     if local_stats["interrupted"]:
         message = "interrupted during the local search: best plan so far"
     else:
-        exact_limit = min(EXACT_SHARE * options.time_limit, _remaining(options, started))
+        exact_limit = max(0.0, _remaining(options, started) - REFINE_SHARE * options.time_limit)
         try:
             exact = _exact(problem, options, local_plan, exact_limit)
         except KeyboardInterrupt:
