@@ -437,6 +437,22 @@ class CostModel:
         ``decode_step_overhead`` (and, without CUDA graphs, the eager launch
         cost of every layer).
         """
+        gemm, memory, fixed, overhead = self._decode_round_terms(
+            model, strategy, active, context, levels
+        )
+        return strategy.pp * (np.maximum(gemm, memory) + fixed) + overhead
+
+    def _decode_round_terms(
+        self,
+        model: str,
+        strategy: Strategy,
+        active: np.ndarray,
+        context: np.ndarray,
+        levels: tuple[str, str, str],
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        """The parts of :meth:`decode_round`: per stage step the GEMM and memory times
+        (affine in ``context`` for a fixed ``active``), the fixed time, and the
+        per-round overhead."""
         spec = self.instance.models[model]
         hw = self.hardware
         d, tp, pp = spec.hidden_dim, strategy.tp, strategy.pp
@@ -469,7 +485,7 @@ class CostModel:
         overhead = hw.decode_step_overhead
         if not self.engine.cuda_graphs:
             overhead += hw.eager_layer_overhead * stage_layers * pp
-        return pp * (np.maximum(gemm, memory) + fixed) + overhead
+        return gemm, memory, fixed, overhead
 
     def _generate_time(self, model: str, strategy: Strategy, levels: tuple[str, str, str]) -> float:
         workload = self.workload
@@ -501,9 +517,13 @@ class CostModel:
     ) -> float:
         """Decode seconds of the last ``in_flight`` sequences, shrinking as they finish.
 
-        One pass over every generated length (up to ``generation_length``);
-        remembered per (model, tp, pp, levels, in_flight), all it depends on,
-        so the many rollout strategies sharing them cost one pass.
+        The sum over every generated length x = 1 .. ``generation_length`` of
+        :meth:`decode_round` with ceil(in_flight · P(T > x - 1/2)) sequences
+        active. That count is a step function of x, and within one step the
+        GEMM and memory times are affine in the context, so each step's sum of
+        ``max(GEMM, memory)`` is two arithmetic series split where the two
+        lines cross: the cost is per step, not per token. Remembered per
+        (model, tp, pp, levels, in_flight), all it depends on.
         """
         key = (model, strategy.tp, strategy.pp, levels, in_flight)
         known = self._tails.get(key)
@@ -512,15 +532,67 @@ class CostModel:
         workload = self.workload
         x = np.arange(1, workload.generation_length + 1, dtype=np.float64)
         active = np.ceil(in_flight * workload.survival(x - 0.5) - 1e-9)
-        keep = active > 0
+        # Runs of equal active counts: [first, last] lengths (inclusive) and the count.
+        breaks = np.flatnonzero(np.diff(active)) + 1
+        first = np.concatenate(([0], breaks))
+        last = np.concatenate((breaks - 1, [len(x) - 1]))
+        count = active[first]
+        keep = count > 0
         tail = 0.0
         if keep.any():
-            rounds = self.decode_round(
-                model, strategy, active[keep], workload.context_length + x[keep], levels
+            tail = self._decode_runs_sum(
+                model, strategy, levels, count[keep], x[first[keep]], x[last[keep]]
             )
-            tail = float(rounds.sum())
         self._tails[key] = tail
         return tail
+
+    def _decode_runs_sum(
+        self,
+        model: str,
+        strategy: Strategy,
+        levels: tuple[str, str, str],
+        active: np.ndarray,
+        low: np.ndarray,
+        high: np.ndarray,
+    ) -> float:
+        """Σ over runs, Σ over integer lengths x in [low, high], of the decode round at
+        ``active`` sequences and context ``context_length + x`` (exact up to rounding)."""
+        s = self.workload.context_length
+        g_low, m_low, fixed, overhead = self._decode_round_terms(
+            model, strategy, active, s + low, levels
+        )
+        g_high, m_high, _, _ = self._decode_round_terms(model, strategy, active, s + high, levels)
+        n = high - low + 1
+        width = np.maximum(high - low, 1.0)
+        # d(x) = GEMM - memory, affine on [low, high]; GEMM is the max where d >= 0.
+        d_low, d_high = g_low - m_low, g_high - m_high
+        slope = (d_high - d_low) / width
+        with np.errstate(divide="ignore", invalid="ignore"):
+            root = np.where(slope != 0, low - d_low / slope, np.inf)
+        # Lengths where GEMM wins: x >= root when d rises, x <= root when it falls.
+        rising = slope > 0
+        split = np.where(rising, np.ceil(root - 1e-9), np.floor(root + 1e-9))
+        gemm_first = np.where(rising, np.clip(split, low, high + 1), low)
+        gemm_last = np.where(rising, high, np.clip(split, low - 1, high))
+        flat_gemm = (slope == 0) & (d_low >= 0)
+        gemm_first = np.where(slope == 0, np.where(flat_gemm, low, high + 1), gemm_first)
+        gemm_last = np.where(slope == 0, np.where(flat_gemm, high, high), gemm_last)
+
+        def series(v_low, v_high, a, b):
+            # Σ over integer x in [a, b] of the affine function through (low, v_low)
+            # and (high, v_high).
+            k = np.maximum(b - a + 1, 0.0)
+            per = (v_high - v_low) / width
+            mid = (a + b) / 2
+            return k * (v_low + per * (mid - low))
+
+        gemm_sum = series(g_low, g_high, gemm_first, gemm_last)
+        # Memory wins on the rest of [low, high].
+        memory_total = series(m_low, m_high, low, high)
+        memory_on_gemm = series(m_low, m_high, gemm_first, gemm_last)
+        best = gemm_sum + memory_total - memory_on_gemm
+        total = strategy.pp * (best + n * fixed) + n * overhead
+        return float(total.sum())
 
     # -- memory ---------------------------------------------------------------------
 
