@@ -61,14 +61,24 @@ NAMED_MUTANTS = (
     (
         "CP-SAT precedence without the data-edge lags",
         "solvers/cpsat.py",
-        "                        if lag <= 0:\n                            continue",
-        "                        if True:\n                            continue",
+        "        for row in rows.data_rows(self.formulation):\n"
+        "            self._tick()\n"
+        "            self._lag_row(row)",
+        "        for row in rows.data_rows(self.formulation):\n"
+        "            self._tick()\n"
+        "            if row.lag == 0:\n"
+        "                self._lag_row(row)",
     ),
     (
         "CP-SAT staleness without the cross-block publication lag",
         "solvers/cpsat.py",
-        "                            if elsewhere is not None and lag > 0:",
-        "                            if False:",
+        "        for row in rows.pub_rows(self.formulation):\n"
+        "            self._tick()\n"
+        "            self._lag_row(row)",
+        "        for row in rows.pub_rows(self.formulation):\n"
+        "            self._tick()\n"
+        "            if not (row.lag > 0 and isinstance(row.conditions[-1], rows.OnBlocks)):\n"
+        "                self._lag_row(row)",
     ),
     (
         "change_strategy proposing only the current strategy",
