@@ -102,7 +102,7 @@ def attach_highs(highs) -> None:
 
 
 #: Seconds a native solver may take to honour a stop request before it is abandoned.
-GRACE_S = 1.0
+GRACE_S = 0.5
 
 _abandoned = threading.Event()
 
@@ -135,7 +135,25 @@ def solve_highs(highs) -> bool:
             asked = asked or time.perf_counter()
             if time.perf_counter() - asked > GRACE_S:
                 _abandoned.set()
+                _yield_native_threads()
                 return False
+
+
+def _yield_native_threads() -> None:
+    """Give an abandoned solver's threads the lowest CPU priority (Linux; else nothing).
+
+    They run on until the process exits; at nice 19 they no longer slow the
+    writing of the best plan, which is all the process does from then on.
+    Python's own threads (the signal watcher among them) keep their priority.
+    """
+    tasks = "/proc/self/task"
+    if not hasattr(os, "setpriority") or not os.path.isdir(tasks):
+        return
+    own = {thread.native_id for thread in threading.enumerate()}
+    for name in os.listdir(tasks):
+        if name.isdigit() and int(name) not in own:
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, int(name), 19)
 
 
 @contextlib.contextmanager
