@@ -255,6 +255,34 @@ def best_over_templates(
     return best, {name: template_summary(problem, plan) for name, plan in plans.items()}
 
 
+def warm_start_result(
+    problem: Problem,
+    solver: str,
+    start: Plan,
+    started: float,
+    stats: dict,
+    requested_gap: float,
+    bound: float | None,
+    message: str,
+) -> Result:
+    """An exact backend's result that hands back its warm-start plan (with the bound it has).
+
+    Marks ``stats["returned_start"]``; used when building runs out of time or
+    the solver returns no plan, or a worse one.
+    """
+    stats["returned_start"] = True
+    return plan_result(
+        problem,
+        solver,
+        start,
+        started,
+        bound=bound,
+        requested_gap=requested_gap,
+        stats=stats,
+        message=message,
+    )
+
+
 def infeasible_despite_start(
     problem: Problem, solver: str, started: float, stats: dict, requested_gap: float
 ) -> Result:

@@ -46,6 +46,7 @@ from solvers.common import (
     infeasible_despite_start,
     plan_result,
     unplaceable_result,
+    warm_start_result,
 )
 from solvers.options import SolveOptions
 from solvers.result import Result
@@ -410,16 +411,8 @@ def solve_with_hint(
     stats: dict = {"heuristic_start_makespan": upper}
 
     def start_result(bound: float | None, message: str) -> Result:
-        stats["returned_start"] = True
-        return plan_result(
-            problem,
-            "cpsat",
-            start,
-            started,
-            bound=bound,
-            requested_gap=options.gap,
-            stats=stats,
-            message=message,
+        return warm_start_result(
+            problem, "cpsat", start, started, stats, options.gap, bound, message
         )
 
     try:

@@ -70,6 +70,7 @@ from solvers.common import (
     infeasible_despite_start,
     plan_result,
     unplaceable_result,
+    warm_start_result,
 )
 from solvers.options import SolveOptions
 from solvers.result import Result
@@ -909,17 +910,7 @@ def solve_with_start(
     stats: dict = {"engine": engine, "heuristic_start_makespan": start_makespan}
 
     def start_result(bound: float | None, message: str) -> Result:
-        stats["returned_start"] = True
-        return plan_result(
-            problem,
-            label,
-            start,
-            started,
-            bound=bound,
-            requested_gap=options.gap,
-            stats=stats,
-            message=message,
-        )
+        return warm_start_result(problem, label, start, started, stats, options.gap, bound, message)
 
     try:
         built = build_model(problem, start, deadline)
