@@ -576,7 +576,7 @@ class CostModel:
         gemm_last = np.where(rising, high, np.clip(split, low - 1, high))
         flat_gemm = (slope == 0) & (d_low >= 0)
         gemm_first = np.where(slope == 0, np.where(flat_gemm, low, high + 1), gemm_first)
-        gemm_last = np.where(slope == 0, np.where(flat_gemm, high, high), gemm_last)
+        gemm_last = np.where(slope == 0, high, gemm_last)
 
         def series(v_low, v_high, a, b):
             # Σ over integer x in [a, b] of the affine function through (low, v_low)
