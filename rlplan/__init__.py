@@ -14,7 +14,7 @@ The Python API (the README's "Python API" section runs it)::
 * :func:`load` builds the problem once so that both can reuse it.
 
 Instances are YAML paths, mappings of the same schema, parsed
-:class:`~rpeg.instance.Instance` objects or :class:`~rpeg.context.Problem`
+:class:`~rlplan.rpeg.schema.instance.Instance` objects or :class:`~rlplan.rpeg.problem.Problem`
 objects; bad input raises :class:`InputError` (subclasses
 :class:`InstanceError` and :class:`PlanError`) with a one-line message
 naming the field. The ``rlplan`` console script runs the command line
@@ -24,9 +24,9 @@ naming the field. The ``rlplan`` console script runs the command line
 from __future__ import annotations
 
 from rlplan.api import InstanceLike, PlanLike, Result, load, simulate, solve
+from rlplan.rpeg.errors import InputError, InstanceError, PlanError
+from rlplan.solvers.result import Status
 from rlplan.version import __version__
-from rpeg.errors import InputError, InstanceError, PlanError
-from solvers.result import Status
 
 __all__ = [
     "InputError",

@@ -2,8 +2,8 @@
 
 Every function takes the instance as a path to a YAML file, a mapping of
 the same schema (DESIGN.md section 3), a parsed
-:class:`~rpeg.instance.Instance` or a :class:`~rpeg.context.Problem`, and
-raises :class:`~rpeg.errors.InputError` (with the one-line message the
+:class:`~rlplan.rpeg.schema.instance.Instance` or a :class:`~rlplan.rpeg.problem.Problem`, and
+raises :class:`~rlplan.rpeg.errors.InputError` (with the one-line message the
 command line prints) for bad input. Plans come back keyed by vertex name, in
 the ``plan.json`` form.
 """
@@ -18,16 +18,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rpeg.context import Problem
-from rpeg.errors import InputError, PlanError
-from rpeg.instance import Instance, _describe, load_instance, parse_instance
-from rpeg.limits import MAX_SEED, MAX_THREADS, MAX_TIME_LIMIT
-from rpeg.plan import Plan, plan_from_json, plan_to_json, read_plan
-from rpeg.simulator import Trace
-from solvers import get_solver
-from solvers.options import SolveOptions
-from solvers.progress import make_progress
-from solvers.result import Result as SolverResult
+from rlplan.rpeg.errors import InputError, PlanError
+from rlplan.rpeg.evaluation.simulator import Trace
+from rlplan.rpeg.model.plan import Plan, plan_from_json, plan_to_json, read_plan
+from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.schema.instance import Instance, _describe, load_instance, parse_instance
+from rlplan.rpeg.schema.limits import MAX_SEED, MAX_THREADS, MAX_TIME_LIMIT
+from rlplan.solvers import get_solver
+from rlplan.solvers.options import SolveOptions
+from rlplan.solvers.progress import make_progress
+from rlplan.solvers.result import Result as SolverResult
 
 #: What the API accepts as an instance.
 InstanceLike = str | os.PathLike[str] | Mapping[str, Any] | Instance | Problem
@@ -40,14 +40,14 @@ def _kind(value: Any) -> str:
 
 
 def load(instance: InstanceLike, *, name: str | None = None) -> Problem:
-    """The :class:`~rpeg.context.Problem` (instance, candidates, simulator) of ``instance``.
+    """The :class:`~rlplan.rpeg.problem.Problem` (instance, candidates, simulator) of ``instance``.
 
     Parameters
     ----------
     instance
         A path to a YAML instance file; a mapping of the same schema (its
         relative ``hf_config`` paths are relative to the current folder); a
-        parsed :class:`~rpeg.instance.Instance`; or a ``Problem``, returned
+        parsed :class:`~rlplan.rpeg.schema.instance.Instance`; or a ``Problem``, returned
         as it is.
     name
         Name of an instance given as a mapping (default ``"instance"``);
@@ -85,7 +85,7 @@ def load(instance: InstanceLike, *, name: str | None = None) -> Problem:
 
 @dataclass
 class Result(SolverResult):
-    """A solve's :class:`solvers.result.Result` with the plan keyed by vertex name.
+    """A solve's :class:`rlplan.solvers.result.Result` with the plan keyed by vertex name.
 
     Every attribute of the backend's result is kept (``status``, ``solver``,
     ``plan``, ``makespan``, ``step_time``, ``bound``, ``gap``, ``stats``,
@@ -133,7 +133,7 @@ def _positive(
 ) -> None:
     """Raise :class:`InputError` unless ``value`` is a finite number > 0 (>= 0 with ``zero``).
 
-    ``high`` is the largest value accepted (:mod:`rpeg.limits`).
+    ``high`` is the largest value accepted (:mod:`rlplan.rpeg.schema.limits`).
     """
     kind = "an integer" if integer else "a number"
     bad_type = isinstance(value, bool) or not isinstance(value, int if integer else int | float)
@@ -243,7 +243,7 @@ def simulate(instance: InstanceLike, plan: PlanLike) -> Trace:
         A path, a mapping, an ``Instance`` or a ``Problem`` (see :func:`load`).
     plan
         A plan file's path, a plan document (the ``plan.json`` mapping, e.g.
-        :attr:`Result.plan_document`), a :class:`~rpeg.plan.Plan` of this
+        :attr:`Result.plan_document`), a :class:`~rlplan.rpeg.model.plan.Plan` of this
         instance, or a result carrying a plan.
 
     Returns
@@ -257,7 +257,7 @@ def simulate(instance: InstanceLike, plan: PlanLike) -> Trace:
     ------
     InputError
         For a bad instance or a plan that does not fit it (a
-        :class:`~rpeg.errors.PlanError` naming the field).
+        :class:`~rlplan.rpeg.errors.PlanError` naming the field).
     """
     problem = load(instance)
     if isinstance(plan, SolverResult):

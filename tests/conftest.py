@@ -25,7 +25,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 @pytest.fixture
 def cli(capsys):
     """Run ``main.main(argv)`` in-process; returns (exit code, stdout, stderr)."""
-    import main
+    from rlplan.cli import app as main
 
     def run(*argv: object) -> tuple[int, str, str]:
         capsys.readouterr()

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 import rlplan
-from rpeg.context import Problem
-from rpeg.errors import InputError, InstanceError, PlanError
-from rpeg.instance import load_instance
-from rpeg.yamlio import loads
-from solvers.result import Result as SolverResult
-from solvers.result import Status
+from rlplan.rpeg.errors import InputError, InstanceError, PlanError
+from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.schema.instance import load_instance
+from rlplan.rpeg.schema.yamlio import loads
+from rlplan.solvers.result import Result as SolverResult
+from rlplan.solvers.result import Status
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"

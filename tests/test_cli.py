@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-import main
-from rpeg.yamlio import loads
+from rlplan.cli import app as main
+from rlplan.rpeg.schema.yamlio import loads
 
 REPO = Path(__file__).resolve().parent.parent
 INSTANCES = REPO / "instances"
@@ -458,7 +458,7 @@ def test_check_instance_with_giant_integer(cli, tmp_path):
 
 def test_solve_help_lists_the_solver_choices(capsys):
     """``solve --help`` names every backend --solver accepts, and milp:ENGINE."""
-    from solvers import BACKENDS
+    from rlplan.solvers import BACKENDS
 
     with pytest.raises(SystemExit) as caught:
         main.main(["solve", "--help"])

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rpeg.outputs import OutputBundle, dumps, finite_json
+from rlplan.outputs.files import OutputBundle, dumps, finite_json
 
 REPO = Path(__file__).resolve().parent.parent
 INSTANCES = REPO / "instances"
@@ -42,7 +42,7 @@ def strict_json(path: Path):
 @pytest.fixture(scope="module")
 def greedy_run(tmp_path_factory) -> Path:
     """A greedy solve's run folder (plan.json and its companions)."""
-    import main
+    from rlplan.cli import app as main
 
     out = tmp_path_factory.mktemp("greedy") / "run"
     assert (

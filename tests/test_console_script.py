@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-import main
 import rlplan
 from rlplan import cli
-from rpeg.instance import ModelSpec, load_instance, parse_hardware
-from rpeg.presets import MODEL_PRESETS
+from rlplan.cli import app as main
+from rlplan.rpeg.schema.instance import ModelSpec, load_instance, parse_hardware
+from rlplan.rpeg.schema.presets import MODEL_PRESETS
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
@@ -33,7 +33,18 @@ VERSION = PYPROJECT["project"]["version"]
 
 def test_pyproject_declares_the_console_script_and_the_package():
     assert PYPROJECT["project"]["scripts"]["rlplan"] == "rlplan.cli:main"
-    assert "rlplan" in PYPROJECT["tool"]["setuptools"]["packages"]
+    assert PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"] == ["rlplan*"]
+
+
+def test_every_source_folder_is_a_package_the_wheel_carries():
+    """``pip install .`` copies only folders with an ``__init__.py``: a subpackage without
+    one would import in a clone (namespace package) and be missing once installed."""
+    folders = {p.parent for p in (REPO / "rlplan").rglob("*.py") if "__pycache__" not in p.parts}
+    missing = sorted(str(f.relative_to(REPO)) for f in folders if not (f / "__init__.py").exists())
+    assert missing == []
+    for top in REPO.iterdir():
+        if top.is_dir() and (top / "__init__.py").exists():
+            assert top.name in {"rlplan", "tests", "benchmarks"}, top.name
 
 
 def test_version_is_the_package_version(capsys):

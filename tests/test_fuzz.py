@@ -5,7 +5,7 @@ every run) and runs ``main.py check`` in-process on each: the exit code is
 0, 1 or 2, nothing raises (no traceback), exit 2 prints one line, no inf or
 nan is printed and numpy warns of no overflow. The time per case is
 measured as the process's CPU time, which the load of other processes does
-not inflate, and must stay within 5 s. ``python -m compare.fuzz`` runs the
+not inflate, and must stay within 5 s. ``python -m benchmarks.fuzz`` runs the
 larger campaign in fresh processes.
 """
 
@@ -22,8 +22,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import main
-from compare.fuzz import make_case
+from benchmarks.fuzz import make_case
+from rlplan.cli import app as main
 
 #: CPU seconds a case may take (``check`` answers in well under 2 s of wall time).
 CASE_CPU_LIMIT_S = 5.0

@@ -26,9 +26,9 @@ PPO_16 = REPO / "instances" / "ppo_8b_1x2x8_h100.yaml"
 WRAPPER = r"""
 import contextlib, sys
 sys.path.insert(0, {repo!r})
-import main
-from rpeg import stop
-import solvers.local as local
+from rlplan.cli import app as main
+from rlplan.rpeg import interrupts as stop
+import rlplan.solvers.local as local
 
 def say(phase):
     print(f"SEARCH {{phase}}", file=sys.stderr, flush=True)

@@ -9,10 +9,10 @@ import os
 
 import pytest
 
-import main
-from compare.store import COLUMNS, ResultStore
-from compare.suite import DEFAULT_SUITE, load_suite
-from compare.summary import fill_gaps, render_summary
+from rlplan.cli import app as main
+from rlplan.compare.store import COLUMNS, ResultStore
+from rlplan.compare.suite import DEFAULT_SUITE, load_suite
+from rlplan.compare.summary import fill_gaps, render_summary
 from tests.solvers.conftest import ROOT
 
 TINY = [

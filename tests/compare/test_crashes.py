@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from compare.store import ResultStore
+from rlplan.compare.store import ResultStore
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -60,7 +60,7 @@ def sleeping_cell(cell: str, time_limit: float, threads: int, seed: int) -> dict
 PARENT = r"""
 import sys
 sys.path.insert(0, {repo!r})
-from compare.executors import run_local
+from rlplan.compare.executors import run_local
 from tests.compare.test_crashes import sleeping_cell
 cells = {cells!r}
 for _ in run_local(cells, 300.0, 1, {{cell: 0 for cell in cells}}, 2, task=sleeping_cell):

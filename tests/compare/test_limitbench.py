@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from compare.limitbench import scale_variants
-from rpeg.errors import InputError
-from rpeg.instance import load_instance
+from benchmarks.limitbench import scale_variants
+from rlplan.rpeg.errors import InputError
+from rlplan.rpeg.schema.instance import load_instance
 from tests.solvers.conftest import ROOT
 
 

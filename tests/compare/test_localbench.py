@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from compare.localbench import SCALE_SUITE, load_optima, load_variants
-from rpeg.search.stopping import StoppingCriterion
+from benchmarks.localbench import SCALE_SUITE, load_optima, load_variants
+from rlplan.rpeg.search.stopping import StoppingCriterion
 
 
 def test_scale_suite_variants_parse_and_span_the_dimensions():

@@ -8,12 +8,12 @@ import os
 
 import pytest
 
-from compare.csvlog import CsvLog
-from compare.frontier import Objectives, cost_per_step, dominated_by, dominates
-from compare.gputypes import parse_gpu_types
-from compare.pareto import COLUMNS, mark_dominance
-from compare.shapes import cluster_shape, parse_counts
-from rpeg.errors import InputError
+from rlplan.compare.csvlog import CsvLog
+from rlplan.compare.frontier import Objectives, cost_per_step, dominated_by, dominates
+from rlplan.compare.gputypes import parse_gpu_types
+from rlplan.compare.pareto import COLUMNS, mark_dominance
+from rlplan.compare.shapes import cluster_shape, parse_counts
+from rlplan.rpeg.errors import InputError
 from tests.htmlcheck import assert_self_contained
 from tests.solvers.conftest import ROOT
 
@@ -135,7 +135,7 @@ def test_gpu_types_file_errors_name_the_entry():
 @pytest.fixture(scope="module")
 def pareto_run(tmp_path_factory):
     """One pareto run of tiny_grpo_2gpu over 1 and 2 GPUs of two types (4 solves)."""
-    import main
+    from rlplan.cli import app as main
 
     folder = tmp_path_factory.mktemp("pareto")
     types = folder / "types.yaml"
@@ -191,7 +191,7 @@ def test_pareto_outputs_plots_and_self_contained_html(pareto_run):
 
 def test_rerun_resumes_and_repairs_a_torn_last_row(pareto_run, capsys):
     """A rerun solves nothing; after a crash cut the last row, only that point is solved again."""
-    import main
+    from rlplan.cli import app as main
 
     _, out, argv = pareto_run
     before = _rows(out)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from compare.summary import (
+from rlplan.compare.summary import (
     fill_gaps,
     gap_over_time_figure,
     performance_profile_figure,

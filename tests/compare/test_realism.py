@@ -1,4 +1,4 @@
-"""The realism check against published runs (``python -m compare.realism``)."""
+"""The realism check against published runs (``python -m rlplan.compare.realism``)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from compare import realism
-from rpeg.context import Problem
-from rpeg.plan import read_plan
+from rlplan.compare import realism
+from rlplan.rpeg.model.plan import read_plan
+from rlplan.rpeg.problem import Problem
 
 TINY = Path(__file__).resolve().parent.parent / "data" / "published_tiny"
 

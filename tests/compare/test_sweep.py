@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from compare.plandiff import describe_changes, plan_changes
-from compare.sweep import parse_parameter, rank_tornado, tornado_values
-from rpeg.errors import InputError
+from rlplan.compare.plandiff import describe_changes, plan_changes
+from rlplan.compare.sweep import parse_parameter, rank_tornado, tornado_values
+from rlplan.rpeg.errors import InputError
 from tests.htmlcheck import assert_self_contained
 from tests.solvers.conftest import ROOT, load_problem
 
@@ -76,7 +76,7 @@ def test_plan_changes_in_words():
 @pytest.fixture(scope="module")
 def memory_sweep(tmp_path_factory):
     """A sweep of tiny_grpo_2gpu's memory per GPU: 40 GB, 24 GB (its own), 20 GB, 16 GB."""
-    import main
+    from rlplan.cli import app as main
 
     out = tmp_path_factory.mktemp("sweep") / "out"
     code = main.main(
@@ -101,8 +101,8 @@ def test_sweep_reports_step_times_and_a_forced_strategy_change(memory_sweep):
     """Shrinking memory from 40 to 24 GB forces actor.train from dp 2 to tp 2 (slower), 20 GB
     is slower again; at 16 GB nothing fits. The 24 GB step time is the instance's proven
     optimum; changes are against the previous value."""
-    from solvers import solve
-    from solvers.options import SolveOptions
+    from rlplan.solvers import solve
+    from rlplan.solvers.options import SolveOptions
 
     code, out = memory_sweep
     assert code == 0

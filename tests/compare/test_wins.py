@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from compare.summary import TIE, render_summary
-from solvers.result import OPTIMALITY_TOLERANCE
+from rlplan.compare.summary import TIE, render_summary
+from rlplan.solvers.result import OPTIMALITY_TOLERANCE
 
 
 def record(solver: str, makespan: float, status: str = "FEASIBLE") -> dict:

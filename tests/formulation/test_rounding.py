@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from formulation import build_formulation
+from rlplan.formulation import build_formulation
 from tests.solvers.conftest import load_problem
 from tests.solvers.test_exhaustive import KNOWN_OPTIMA
 

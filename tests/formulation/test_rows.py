@@ -1,6 +1,6 @@
 """The shared rows of the exact backends hold on every simulated schedule.
 
-A row of ``formulation.rows`` is a valid inequality only if no plan of the
+A row of ``rlplan.formulation.rows`` is a valid inequality only if no plan of the
 plan space violates it. The simulator schedules every run as soon as its
 inputs have arrived, so a lag row whose conditions hold is *tight* on some
 plans: a lag rounded up instead of down (``Formulation.to_units``), or a
@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from formulation import build_formulation, rows
-from formulation.model import Formulation
-from rpeg.context import Problem
-from rpeg.instance import load_instance
-from rpeg.plan import Plan
-from rpeg.sampling import random_plan
+from rlplan.formulation import build_formulation, rows
+from rlplan.formulation.model import Formulation
+from rlplan.rpeg.model.plan import Plan
+from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.schema.instance import load_instance
+from rlplan.rpeg.search.sampling import random_plan
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 INSTANCES = [

@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from formulation import build_formulation
-from formulation.model import symmetry_root
-from rpeg.context import Problem
-from rpeg.instance import parse_instance
-from rpeg.plan import Placement, Plan
-from rpeg.sampling import random_plan
-from rpeg.yamlio import read_yaml_file
-from solvers import SolveOptions, solve
+from rlplan.formulation import build_formulation
+from rlplan.formulation.model import symmetry_root
+from rlplan.rpeg.model.plan import Placement, Plan
+from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.schema.instance import parse_instance
+from rlplan.rpeg.schema.yamlio import read_yaml_file
+from rlplan.rpeg.search.sampling import random_plan
+from rlplan.solvers import SolveOptions, solve
 
 # 1 rack x 2 nodes x 2 GPUs: XOR with 1 swaps the GPUs of both nodes, with 2 the nodes.
 TWO_NODES = Path(__file__).resolve().parent.parent / "data" / "tiny_grpo_2x2gpu.yaml"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from compare.pareto import plan_points
-from formulation import build_formulation
-from rpeg.context import Problem
-from rpeg.instance import load_instance, parse_instance
+from rlplan.compare.pareto import plan_points
+from rlplan.formulation import build_formulation
+from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.schema.instance import load_instance, parse_instance
 
 
 def _all_pairs(f, vertices):

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from rpeg.context import Problem
-from rpeg.instance import Instance, parse_instance
-from rpeg.plan import Placement, Plan, make_staleness
+from rlplan.rpeg.model.plan import Placement, Plan, make_staleness
+from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.schema.instance import Instance, parse_instance
 
 INSTANCES = Path(__file__).resolve().parents[2] / "instances"
 #: Frozen instances whose numbers the hand computations of the tests rely on.

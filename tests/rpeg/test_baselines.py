@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import itertools
 
-from rpeg.baselines import _pack
-from rpeg.blocks import Block
-from rpeg.context import Problem
-from rpeg.instance import load_instance
+from rlplan.rpeg.model.blocks import Block
+from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.schema.instance import load_instance
+from rlplan.rpeg.search.baselines import _pack
 
 
 def _first_fit(choices: list[tuple[Block, ...]]) -> list[Block] | None:

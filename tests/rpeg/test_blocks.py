@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rpeg.blocks import Cluster
-from rpeg.errors import PlanError
-from rpeg.instance import Hardware
+from rlplan.rpeg.errors import PlanError
+from rlplan.rpeg.model.blocks import Cluster
+from rlplan.rpeg.schema.instance import Hardware
 
 LEVELS = ("g", "n", "r")
 

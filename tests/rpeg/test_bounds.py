@@ -8,12 +8,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rpeg.bounds import lower_bounds
-from rpeg.candidates import CandidateDirectory, strategy_problem
-from rpeg.cost import Strategy
-from rpeg.errors import PlanError
-from rpeg.plan import plan_from_json
-from rpeg.sampling import random_plan
+from rlplan.rpeg.errors import PlanError
+from rlplan.rpeg.evaluation.bounds import lower_bounds
+from rlplan.rpeg.model.candidates import CandidateDirectory, strategy_problem
+from rlplan.rpeg.model.cost import Strategy
+from rlplan.rpeg.model.plan import plan_from_json
+from rlplan.rpeg.search.sampling import random_plan
 
 TINY_INSTANCES = (
     "tiny_ppo_2gpu.yaml",

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from rpeg.candidates import enumerate_strategies
-from rpeg.cost import (
+from rlplan.rpeg.model.candidates import enumerate_strategies
+from rlplan.rpeg.model.cost import (
     CostModel,
     Strategy,
     allreduce_time,
@@ -18,8 +18,8 @@ from rpeg.cost import (
     p2p_time,
     parameter_count,
 )
-from rpeg.instance import ModelSpec
-from rpeg.templates import Kind, Vertex
+from rlplan.rpeg.model.templates import Kind, Vertex
+from rlplan.rpeg.schema.instance import ModelSpec
 
 GENERATE = Vertex("actor", Kind.GENERATE)
 ACTOR_TRAIN = Vertex("actor", Kind.TRAIN)

@@ -26,10 +26,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rpeg.candidates import enumerate_strategies
-from rpeg.cost import CostModel, Strategy
-from rpeg.instance import PlacementConfig, Workload
-from rpeg.templates import Kind, Vertex
+from rlplan.rpeg.model.candidates import enumerate_strategies
+from rlplan.rpeg.model.cost import CostModel, Strategy
+from rlplan.rpeg.model.templates import Kind, Vertex
+from rlplan.rpeg.schema.instance import PlacementConfig, Workload
 from tests.rpeg.conftest import _load
 
 GENERATE = Vertex("actor", Kind.GENERATE)

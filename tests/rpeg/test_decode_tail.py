@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rpeg.candidates import Strategy
-from rpeg.context import Problem
-from rpeg.instance import load_instance, parse_instance
-from rpeg.yamlio import read_yaml_file
+from rlplan.rpeg.model.candidates import Strategy
+from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.schema.instance import load_instance, parse_instance
+from rlplan.rpeg.schema.yamlio import read_yaml_file
 from tests.solvers.conftest import ROOT
 
 

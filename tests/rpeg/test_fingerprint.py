@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
-from rpeg.baselines import greedy_plan
-from rpeg.context import Problem
-from rpeg.errors import PlanError
-from rpeg.instance import instance_fingerprint, load_instance, parse_instance
-from rpeg.plan import Plan, plan_from_json, plan_to_json, read_plan
-from rpeg.yamlio import loads
+from rlplan.rpeg.errors import PlanError
+from rlplan.rpeg.model.plan import Plan, plan_from_json, plan_to_json, read_plan
+from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.schema.instance import instance_fingerprint, load_instance, parse_instance
+from rlplan.rpeg.schema.yamlio import loads
+from rlplan.rpeg.search.baselines import greedy_plan
 
 INSTANCES = Path(__file__).resolve().parents[2] / "instances"
 TINY_PPO = INSTANCES / "tiny_ppo_2gpu.yaml"

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rpeg.context import Problem
-from rpeg.frameworks import FRAMEWORKS, export_config, framework_settings
-from rpeg.frameworks.common import round_up
-from rpeg.plan import plan_from_json, read_plan
+from rlplan.outputs.frameworks import FRAMEWORKS, export_config, framework_settings
+from rlplan.outputs.frameworks.common import round_up
+from rlplan.rpeg.model.plan import plan_from_json, read_plan
+from rlplan.rpeg.problem import Problem
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = ROOT / "instances" / "published"

@@ -8,9 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from rpeg.gantt import NODE_BOUNDARY, RACK_BOUNDARY, STEP_HATCHES, gantt_figure, write_gantt
-from rpeg.instance import Hardware, load_instance
-from rpeg.simulator import Event, Trace
+from rlplan.outputs.gantt import (
+    NODE_BOUNDARY,
+    RACK_BOUNDARY,
+    STEP_HATCHES,
+    gantt_figure,
+    write_gantt,
+)
+from rlplan.rpeg.evaluation.simulator import Event, Trace
+from rlplan.rpeg.schema.instance import Hardware, load_instance
 
 INSTANCES = Path(__file__).resolve().parents[2] / "instances"
 

@@ -11,9 +11,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rpeg.errors import InstanceError
-from rpeg.instance import load_instance, parse_instance
-from rpeg.yamlio import MAX_INSTANCE_BYTES, loads
+from rlplan.rpeg.errors import InstanceError
+from rlplan.rpeg.schema.instance import load_instance, parse_instance
+from rlplan.rpeg.schema.yamlio import MAX_INSTANCE_BYTES, loads
 
 REPO = Path(__file__).resolve().parents[2]
 INSTANCES = REPO / "instances"

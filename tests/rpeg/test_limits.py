@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from rpeg.errors import InstanceError
-from rpeg.instance import parse_instance
-from rpeg.limits import LIMITS, MAX_GPUS, MAX_LIST_ITEMS, MAX_QUANTILES, limit_key
-from rpeg.yamlio import loads
+from rlplan.rpeg.errors import InstanceError
+from rlplan.rpeg.schema.instance import parse_instance
+from rlplan.rpeg.schema.limits import LIMITS, MAX_GPUS, MAX_LIST_ITEMS, MAX_QUANTILES, limit_key
+from rlplan.rpeg.schema.yamlio import loads
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_PPO = REPO / "instances" / "tiny_ppo_2gpu.yaml"

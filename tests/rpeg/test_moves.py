@@ -15,15 +15,15 @@ import random
 
 import pytest
 
-from rpeg.context import Problem
-from rpeg.plan import Placement, Plan
-from rpeg.search import moves
-from rpeg.search.annealing import SimulatedAnnealing
-from rpeg.search.state import SearchState
-from rpeg.search.stopping import StoppingCriterion
-from solvers import exhaustive
-from solvers.options import SolveOptions
-from solvers.result import Status
+from rlplan.rpeg.model.plan import Placement, Plan
+from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.search import moves
+from rlplan.rpeg.search.annealing import SimulatedAnnealing
+from rlplan.rpeg.search.state import SearchState
+from rlplan.rpeg.search.stopping import StoppingCriterion
+from rlplan.solvers import exhaustive
+from rlplan.solvers.options import SolveOptions
+from rlplan.solvers.result import Status
 from tests.solvers.conftest import load_problem
 
 DRAWS = 200

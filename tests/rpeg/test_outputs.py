@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rpeg.outputs import write_json, write_text
+from rlplan.outputs.files import write_json, write_text
 
 TINY_PPO = Path(__file__).resolve().parents[2] / "instances" / "tiny_ppo_2gpu.yaml"
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from rpeg.baselines import greedy_plan
-from rpeg.context import Problem
-from rpeg.instance import parse_hardware
-from rpeg.perfetto import gpu_span, perfetto_trace, write_perfetto
-from rpeg.simulator import Event, Trace
+from rlplan.outputs.perfetto import gpu_span, perfetto_trace, write_perfetto
+from rlplan.rpeg.evaluation.simulator import Event, Trace
+from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.schema.instance import parse_hardware
+from rlplan.rpeg.search.baselines import greedy_plan
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_PPO = REPO / "instances" / "tiny_ppo_2gpu.yaml"

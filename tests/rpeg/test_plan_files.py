@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rpeg.context import Problem
-from rpeg.cost import Strategy
-from rpeg.errors import PlanError
-from rpeg.plan import Placement, Plan, make_staleness, plan_from_json, plan_to_json
-from rpeg.sampling import random_plan
+from rlplan.rpeg.errors import PlanError
+from rlplan.rpeg.model.cost import Strategy
+from rlplan.rpeg.model.plan import Placement, Plan, make_staleness, plan_from_json, plan_to_json
+from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.search.sampling import random_plan
 from tests.rpeg.conftest import _load
 
 #: instances/tiny_dpo_2gpu.yaml: vertices actor.generate, actor.infer, reference.infer,

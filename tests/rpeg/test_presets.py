@@ -17,12 +17,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rpeg.cost import CostModel, Strategy, layer_parameters, parameter_count
-from rpeg.errors import InstanceError
-from rpeg.instance import ModelSpec, instance_fingerprint, load_instance, parse_instance
-from rpeg.presets import GPU_PRESETS, MODEL_PRESETS
-from rpeg.templates import Kind, Vertex
-from rpeg.yamlio import loads
+from rlplan.rpeg.errors import InstanceError
+from rlplan.rpeg.model.cost import CostModel, Strategy, layer_parameters, parameter_count
+from rlplan.rpeg.model.templates import Kind, Vertex
+from rlplan.rpeg.schema.instance import (
+    ModelSpec,
+    instance_fingerprint,
+    load_instance,
+    parse_instance,
+)
+from rlplan.rpeg.schema.presets import GPU_PRESETS, MODEL_PRESETS
+from rlplan.rpeg.schema.yamlio import loads
 
 REPO = Path(__file__).resolve().parents[2]
 INSTANCES = REPO / "instances"

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from rpeg import stop
+from rlplan.rpeg import interrupts as stop
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread priorities")

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from rpeg.context import Problem
+from rlplan.rpeg.problem import Problem
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = sorted(

@@ -14,19 +14,19 @@ from pathlib import Path
 
 import pytest
 
-import main
-from rpeg.context import Problem
-from rpeg.errors import PlanError
-from rpeg.frameworks import FRAMEWORKS, export_config
-from rpeg.instance import parse_instance
-from rpeg.plan import plan_from_json, plan_to_json
-from rpeg.search.template_switch import convert_plan, switch_template
-from rpeg.templates import build_template
-from rpeg.yamlio import loads
-from solvers import get_solver
-from solvers.options import SolveOptions
-from solvers.report import render_report
-from solvers.result import Status
+from rlplan.cli import app as main
+from rlplan.outputs.frameworks import FRAMEWORKS, export_config
+from rlplan.outputs.report_md import render_report
+from rlplan.rpeg.errors import PlanError
+from rlplan.rpeg.model.plan import plan_from_json, plan_to_json
+from rlplan.rpeg.model.templates import build_template
+from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.schema.instance import parse_instance
+from rlplan.rpeg.schema.yamlio import loads
+from rlplan.rpeg.search.template_switch import convert_plan, switch_template
+from rlplan.solvers import get_solver
+from rlplan.solvers.options import SolveOptions
+from rlplan.solvers.result import Status
 
 REPO = Path(__file__).resolve().parents[2]
 AC_INSTANCE = REPO / "instances" / "tiny_ppo_2gpu_ac.yaml"
@@ -112,7 +112,7 @@ def test_fused_template(recompute):
 
 def test_fused_model_has_the_actor_parameters_plus_a_value_head():
     """P_ac = P_actor + d; ac.train's candidates cost what the actor's do, up to that head."""
-    from rpeg.cost import parameter_count
+    from rlplan.rpeg.model.cost import parameter_count
 
     prob = problem()
     spec = prob.instance.models["ac"]
@@ -219,7 +219,7 @@ def test_exact_backends_agree_with_the_oracle_on_template_and_score(solver, lamb
 
 def test_optimal_only_when_both_templates_are_closed():
     """A template left open keeps the combined result from OPTIMAL, and bounds it."""
-    from solvers.templates import solve_templates
+    from rlplan.solvers.templates import solve_templates
 
     prob = problem(0.0)
     exhaustive = get_solver("exhaustive")
@@ -304,7 +304,7 @@ def test_switch_move_carries_plans_between_templates():
     """convert_plan gives a valid plan of the other template; switch_template repairs memory."""
     import random
 
-    from rpeg.search.moves import MoveContext
+    from rlplan.rpeg.search.moves import MoveContext
 
     prob = problem()
     separate = solved("exhaustive").plan
@@ -411,7 +411,7 @@ def test_cli_ac_share_for_grpo_is_one_line_and_exit_2(tmp_path):
 
 def test_local_search_switches_template_from_a_separate_start():
     """Started from a separate plan at lambda_ac 0, the local search moves to the fused one."""
-    from solvers.local import improve
+    from rlplan.solvers.local import improve
 
     prob = problem(0.0)
     start = solved("greedy", 10.0).plan  # separate (lambda_ac 10), valid at lambda_ac 0 too

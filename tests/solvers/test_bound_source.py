@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-import main
-from rpeg.context import Problem
-from rpeg.instance import load_instance
-from solvers import SolveOptions, solve
+from rlplan.cli import app as main
+from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.schema.instance import load_instance
+from rlplan.solvers import SolveOptions, solve
 from tests.solvers.conftest import ROOT
 
 TINY_PPO = f"{ROOT}/instances/tiny_ppo_2gpu.yaml"

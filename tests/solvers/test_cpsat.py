@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from solvers import auto, cpsat, exhaustive
-from solvers.options import SolveOptions
-from solvers.result import Status
+from rlplan.solvers import auto, cpsat, exhaustive
+from rlplan.solvers.options import SolveOptions
+from rlplan.solvers.result import Status
 from tests.solvers.conftest import load_problem
 from tests.solvers.test_exhaustive import KNOWN_OPTIMA
 

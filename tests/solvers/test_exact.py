@@ -7,13 +7,13 @@ import random
 import highspy
 import pytest
 
-import main
-from formulation import build_formulation
-from rpeg.sampling import random_plan
-from solvers import cpsat, milp
-from solvers.local import warm_start_plan
-from solvers.options import SolveOptions
-from solvers.result import Status
+from rlplan.cli import app as main
+from rlplan.formulation import build_formulation
+from rlplan.rpeg.search.sampling import random_plan
+from rlplan.solvers import cpsat, milp
+from rlplan.solvers.local import warm_start_plan
+from rlplan.solvers.options import SolveOptions
+from rlplan.solvers.result import Status
 from tests.solvers.conftest import ROOT, load_problem
 from tests.solvers.test_exhaustive import KNOWN_OPTIMA
 

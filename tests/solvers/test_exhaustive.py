@@ -6,12 +6,13 @@ import random
 
 import pytest
 
-from rpeg.cost import Strategy
-from rpeg.plan import Placement, Plan, make_staleness
-from rpeg.sampling import random_plan
-from solvers import exhaustive
-from solvers.options import SolveOptions
-from solvers.result import Status
+from rlplan.rpeg.model import candidates
+from rlplan.rpeg.model.cost import Strategy
+from rlplan.rpeg.model.plan import Placement, Plan, make_staleness
+from rlplan.rpeg.search.sampling import random_plan
+from rlplan.solvers import exhaustive
+from rlplan.solvers.options import SolveOptions
+from rlplan.solvers.result import Status
 from tests.solvers.conftest import load_problem
 
 #: Optimal makespans (k_eval = 2 steps unless said) over each plan space (cost model v2).
@@ -254,7 +255,7 @@ def test_ppo_2gpu_optimum_beats_both_baselines():
     The baselines give 20.5231 s and 20.4221 s > 20.3302 s * 1.001 = 20.3505 s (see
     KNOWN_OPTIMA).
     """
-    from solvers import concurrent, greedy
+    from rlplan.solvers import concurrent, greedy
 
     problem = load_problem("tiny_ppo_2gpu.yaml")
     for backend in (greedy, concurrent):
@@ -318,12 +319,11 @@ def test_v2_optimum_uses_recompute_zero3_and_offload():
 def test_dominance_pruning_keeps_the_optimum(name, monkeypatch):
     """Without dominance pruning of the candidate directory the oracle proves the same
     optimum, on every tiny instance (on most, pruning removes candidates)."""
-    import rpeg.candidates
-    from rpeg.context import Problem
+    from rlplan.rpeg.problem import Problem
     from tests.solvers.conftest import ROOT
 
     pruned = load_problem(name)
-    monkeypatch.setattr(rpeg.candidates, "_non_dominated", lambda found, *_, **__: list(found))
+    monkeypatch.setattr(candidates, "_non_dominated", lambda found, *_, **__: list(found))
     problem = Problem.load(f"{ROOT}/instances/{name}")
     # every memory-feasible strategy is kept: a plan space at least as large
     assert exhaustive.plan_space_size(problem)[0] >= exhaustive.plan_space_size(pruned)[0]
@@ -334,18 +334,17 @@ def test_dominance_pruning_keeps_the_optimum(name, monkeypatch):
 
 def test_dominance_pruning_removes_candidates_somewhere():
     """The pruning test above is not vacuous: pruning shrinks most tiny plan spaces."""
-    import rpeg.candidates
-    from rpeg.context import Problem
+    from rlplan.rpeg.problem import Problem
     from tests.solvers.conftest import ROOT
 
     shrunk = 0
-    original = rpeg.candidates._non_dominated
+    original = candidates._non_dominated
     for name in sorted(KNOWN_OPTIMA):
         pruned = exhaustive.plan_space_size(load_problem(name))[0]
-        rpeg.candidates._non_dominated = lambda found, *_, **__: list(found)
+        candidates._non_dominated = lambda found, *_, **__: list(found)
         try:
             full = exhaustive.plan_space_size(Problem.load(f"{ROOT}/instances/{name}"))[0]
         finally:
-            rpeg.candidates._non_dominated = original
+            candidates._non_dominated = original
         shrunk += full > pruned
     assert shrunk >= len(KNOWN_OPTIMA) // 2

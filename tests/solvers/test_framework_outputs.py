@@ -6,7 +6,7 @@ import json
 import math
 from pathlib import Path
 
-import main
+from rlplan.cli import app as main
 
 INSTANCE = Path(__file__).resolve().parents[2] / "instances" / "tiny_grpo_2gpu.yaml"
 

@@ -7,17 +7,17 @@ import random
 
 import pytest
 
-from rpeg.candidates import strategy_problem
-from rpeg.context import Problem
-from rpeg.sampling import random_plan
-from rpeg.search import moves
-from rpeg.search.annealing import SimulatedAnnealing
-from rpeg.search.state import SearchState
-from rpeg.search.stopping import StoppingCriterion
-from solvers import local
-from solvers.local import best_baseline
-from solvers.options import SolveOptions
-from solvers.result import Status
+from rlplan.rpeg.model.candidates import strategy_problem
+from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.search import moves
+from rlplan.rpeg.search.annealing import SimulatedAnnealing
+from rlplan.rpeg.search.sampling import random_plan
+from rlplan.rpeg.search.state import SearchState
+from rlplan.rpeg.search.stopping import StoppingCriterion
+from rlplan.solvers import local
+from rlplan.solvers.local import best_baseline
+from rlplan.solvers.options import SolveOptions
+from rlplan.solvers.result import Status
 from tests.solvers.conftest import load_problem
 from tests.solvers.test_exhaustive import KNOWN_OPTIMA
 
@@ -160,7 +160,7 @@ def test_order_swaps_are_topological_and_change_the_order():
 def test_start_from_a_sampled_plan_when_no_baseline_fits():
     """On tiny_lag_grpo_2gpu the baselines share GPUs between rollout and training, which
     memory forbids; the start is then a seeded random plan that fits (the same each run)."""
-    from rpeg.baselines import concurrent_plan, greedy_plan
+    from rlplan.rpeg.search.baselines import concurrent_plan, greedy_plan
 
     problem = load_problem("tiny_lag_grpo_2gpu.yaml")
     assert greedy_plan(problem.directory, problem.simulator) is None

@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from rpeg.context import Problem
-from rpeg.cost import Strategy
-from rpeg.instance import parse_instance
-from rpeg.plan import plan_to_json
-from rpeg.yamlio import read_yaml_file
-from solvers import exhaustive, get_solver
-from solvers.options import SolveOptions
-from solvers.report import render_report
-from solvers.result import Status
+from rlplan.outputs.report_md import render_report
+from rlplan.rpeg.model.cost import Strategy
+from rlplan.rpeg.model.plan import plan_to_json
+from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.schema.instance import parse_instance
+from rlplan.rpeg.schema.yamlio import read_yaml_file
+from rlplan.solvers import exhaustive, get_solver
+from rlplan.solvers.options import SolveOptions
+from rlplan.solvers.result import Status
 from tests.solvers.test_exhaustive import KNOWN_OPTIMA
 
 INSTANCES = Path(__file__).resolve().parents[2] / "instances"

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from rpeg.baselines import greedy_plan
-from rpeg.context import Problem
-from solvers.common import plan_result
-from solvers.report import memory_rows, render_report
-from solvers.result import Result, Status
+from rlplan.outputs.report_md import memory_rows, render_report
+from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.search.baselines import greedy_plan
+from rlplan.solvers.common import plan_result
+from rlplan.solvers.result import Result, Status
 from tests.solvers.conftest import ROOT
 
 

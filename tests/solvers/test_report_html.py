@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from rpeg.html_report import HtmlReport
-from solvers import solve
-from solvers.options import SolveOptions
+from rlplan.outputs.html_page import HtmlReport
+from rlplan.solvers import solve
+from rlplan.solvers.options import SolveOptions
 from tests.htmlcheck import assert_self_contained, parse_report
 from tests.solvers.conftest import ROOT, load_problem
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-import main
-from compare.cells import Cell, run_cell
-from solvers.progress import finish_history
+from rlplan.cli import app as main
+from rlplan.compare.cells import Cell, run_cell
+from rlplan.solvers.progress import finish_history
 from tests.solvers.conftest import ROOT
 from tests.solvers.test_exhaustive import KNOWN_OPTIMA
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-import main
+from rlplan.cli import app as main
 from tests.solvers.conftest import ROOT
 
 

@@ -1,6 +1,6 @@
 """Exact backends keep the time limit and the warm start (issue 10, item 2).
 
-Time-limit compliance itself is measured by ``python -m compare.limitbench``;
+Time-limit compliance itself is measured by ``python -m benchmarks.limitbench``;
 these tests check what a limit too short to solve must still give: the
 warm-start plan, with the best bound known, never UNKNOWN.
 """
@@ -14,12 +14,12 @@ import sys
 
 import pytest
 
-from solvers import cpsat, milp
-from solvers.common import BuildTimeout, Deadline
-from solvers.local import warm_start_plan
-from solvers.options import SolveOptions
-from solvers.progress import SilentProgress
-from solvers.result import Status
+from rlplan.solvers import cpsat, milp
+from rlplan.solvers.common import BuildTimeout, Deadline
+from rlplan.solvers.local import warm_start_plan
+from rlplan.solvers.options import SolveOptions
+from rlplan.solvers.progress import SilentProgress
+from rlplan.solvers.result import Status
 from tests.solvers.conftest import ROOT, load_problem
 from tests.solvers.test_exhaustive import KNOWN_OPTIMA
 
@@ -144,7 +144,7 @@ def test_milp_with_a_short_limit_still_returns_a_plan():
 
 
 def _poor_feasible_plan(problem, seed: int = 7):
-    from rpeg.sampling import random_plan
+    from rlplan.rpeg.search.sampling import random_plan
 
     rng = random.Random(seed)
     while True:

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-import main
-from solvers import get_solver
-from solvers.common import plan_result
-from solvers.options import SolveOptions
-from solvers.result import OPTIMALITY_TOLERANCE, Result, Status, verdict
+from rlplan.cli import app as main
+from rlplan.solvers import get_solver
+from rlplan.solvers.common import plan_result
+from rlplan.solvers.options import SolveOptions
+from rlplan.solvers.result import OPTIMALITY_TOLERANCE, Result, Status, verdict
 from tests.solvers.conftest import ROOT, load_problem
 from tests.solvers.test_exhaustive import KNOWN_OPTIMA
 

@@ -1,0 +1,479 @@
+"""``main.py sweep``: re-solve while one field varies; ``--tornado`` ranks hardware fields.
+
+``--param PATH=v1,v2,...`` sets the instance field ``PATH`` (e.g.
+``hardware.beta_coll_n``, ``hardware.memory_per_gpu``,
+``workload.generation_length``, ``workload.batch_size``) to each value in
+turn, solves with ``auto`` and reports the step time and what changed in the
+plan since the previous value. Values are written as in an instance file
+(bandwidths in bytes/s, memory in bytes, times in seconds).
+
+``sweep.csv`` columns:
+
+=====================  ================================================================
+``param``              the field's path
+``value``              its value (the field's unit)
+``status``             OPTIMAL (proven), OPTIMAL_WITHIN_GAP, FEASIBLE, INFEASIBLE, UNKNOWN
+``step_time_s``        simulated step time, seconds
+``bound_step_s``       proven lower bound on the step time, seconds
+``gap``                (step time - bound) / step time, a fraction
+``step_change_s``      step time minus the previous value's, seconds
+``samples_per_s``      sequences per second
+``plan_change``        what changed in the plan since the previous value, in words
+``wall_time_s``        the solve's wall time, seconds
+``message``            why the status is what it is
+=====================  ================================================================
+
+``--tornado`` moves every numeric hardware field (the ones a preset fills
+and the cost-model knobs, at their defaults when not written; not the
+cluster shape) to 0.5x and 1.5x its value, one at a time, and ranks the
+fields by the largest step-time change (a side without a plan ranks first).
+Fractions are capped below their limit (``gemm_efficiency`` and
+``decode_bw_eff`` at 1, ``memory_reserve`` at 0.99); bandwidths are varied
+in bytes/s. Fields at 0 are not varied. ``tornado.csv`` columns: ``rank``,
+``field``, ``unit``, ``base_value``, ``low_value``, ``high_value`` (the
+values used), ``step_base_s``, ``step_low_s``, ``step_high_s`` (seconds),
+``change_low_s``, ``change_high_s`` (step time minus the base's, seconds),
+``status_low``, ``status_high``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import os
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from rlplan.compare.plandiff import describe_changes, plan_changes
+from rlplan.compare.variants import (
+    PLAN_STATUSES,
+    RunSettings,
+    Variant,
+    document_text,
+    load_document,
+    parse_variant,
+    run_variants,
+)
+from rlplan.rpeg.errors import InputError, did_you_mean
+from rlplan.rpeg.schema.instance import LEVELS, Hardware
+
+SWEEP_COLUMNS = (
+    "param",
+    "value",
+    "status",
+    "step_time_s",
+    "bound_step_s",
+    "gap",
+    "step_change_s",
+    "samples_per_s",
+    "plan_change",
+    "wall_time_s",
+    "message",
+)
+TORNADO_COLUMNS = (
+    "rank",
+    "field",
+    "unit",
+    "base_value",
+    "low_value",
+    "high_value",
+    "step_base_s",
+    "step_low_s",
+    "step_high_s",
+    "change_low_s",
+    "change_high_s",
+    "status_low",
+    "status_high",
+)
+#: Fields describing the cluster's shape, not its figures: never in the tornado.
+SHAPE_FIELDS = ("racks", "nodes_per_rack", "gpus_per_node")
+#: Upper limits of fraction-valued fields (the schema's ranges).
+FRACTION_LIMITS = {"decode_bw_eff": 1.0, "gemm_efficiency": 1.0, "memory_reserve": 0.99}
+#: Tornado factors.
+LOW, HIGH = 0.5, 1.5
+_UNITS = {
+    "flops_per_gpu": "FLOP/s",
+    "memory_per_gpu": "bytes",
+    "memory_bandwidth": "bytes/s",
+    "host_bandwidth": "bytes/s",
+    "decode_step_overhead": "s",
+    "eager_layer_overhead": "s",
+    "non_gemm_constant": "s",
+    "decode_bw_eff": "fraction",
+    "gemm_efficiency": "fraction",
+    "memory_reserve": "fraction",
+    "non_gemm_ratio": "ratio",
+}
+_INTEGER = re.compile(r"^[+-]?\d+$")
+
+
+def field_unit(name: str) -> str:
+    """The unit of hardware field ``name`` as the tornado varies it ("" if dimensionless)."""
+    if name.startswith("alpha_"):
+        return "s"
+    if name.startswith("beta_"):
+        return "bytes/s"
+    return _UNITS.get(name, "")
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A parsed ``--param``: a field path and its values.
+
+    Attributes
+    ----------
+    path
+        Dotted path, e.g. ``hardware.memory_per_gpu``.
+    values
+        Values in the order given (ints for integer literals, else floats).
+    """
+
+    path: str
+    values: tuple[float, ...]
+
+
+def parse_parameter(text: str) -> Parameter:
+    """Parse ``PATH=v1,v2,...``.
+
+    Raises
+    ------
+    InputError
+        For a missing ``=``, a path that is not ``section.field``, a
+        non-numeric or repeated value, or no value.
+    """
+    if "=" not in text:
+        raise InputError("--param", f"expected PATH=v1,v2,..., got {text!r}")
+    path, _, listed = text.partition("=")
+    path = path.strip()
+    parts = path.split(".")
+    if len(parts) < 2 or not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", p) for p in parts):
+        raise InputError("--param", f"{path!r} is not a field path such as hardware.memory_per_gpu")
+    values: list[float] = []
+    for item in listed.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            value: float = int(item) if _INTEGER.match(item) else float(item)
+        except ValueError:
+            raise InputError("--param", f"{item!r} is not a number ({path})") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InputError("--param", f"{item!r} is not a finite number ({path})")
+        if value in values:
+            raise InputError("--param", f"{item} is given twice ({path})")
+        values.append(value)
+    if not values:
+        raise InputError("--param", f"give at least one value, e.g. {path}=1,2")
+    return Parameter(path, tuple(values))
+
+
+def set_field(document: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """A copy of ``document`` with the field at dotted ``path`` set to ``value``.
+
+    Raises
+    ------
+    InputError
+        When the path's section is not in the document's schema, or an
+        intermediate field is not a mapping.
+    """
+    from rlplan.rpeg.schema.instance import _SECTIONS
+
+    parts = path.split(".")
+    if parts[0] not in _SECTIONS:
+        raise InputError(
+            "--param", f"{path!r}: unknown section {parts[0]!r} (sections: {', '.join(_SECTIONS)})"
+        )
+    edited = copy.deepcopy(document)
+    node = edited
+    for index, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise InputError("--param", f"{'.'.join(parts[: index + 1])} is not a mapping")
+        node = child
+    current = node.get(parts[-1])
+    if current is not None and (isinstance(current, bool) or not isinstance(current, int | float)):
+        raise InputError("--param", f"{path} is not a numeric field (it holds {current!r})")
+    node[parts[-1]] = value
+    return edited
+
+
+def _variants(
+    document: dict[str, Any], name: str, path: str, values: list[float], prefix: str
+) -> list[Variant]:
+    variants = []
+    for index, value in enumerate(values):
+        edited = set_field(document, path, value)
+        parse_variant(edited, name, f"--param {path}={value}")
+        variants.append(Variant(f"{prefix}{index}", f"{name}", document_text(edited)))
+    return variants
+
+
+def _solve_all(variants: list[Variant], run: RunSettings, label: str) -> dict[str, dict]:
+    records = {}
+    for record in run_variants(variants, run, label):
+        records[record["key"]] = record
+        if record.get("status") == "ERROR":
+            print(f"  {record['key']}: ERROR {record.get('message', '')}", file=sys.stderr)
+    return records
+
+
+def _has_plan(record: dict | None) -> bool:
+    return (
+        bool(record)
+        and record.get("status") in PLAN_STATUSES
+        and (record.get("step_time_s") is not None)
+    )
+
+
+def sweep_rows(parameter: Parameter, records: list[dict]) -> list[dict[str, Any]]:
+    """``sweep.csv`` rows from the records of each value, in the order of the values.
+
+    The plan change of a value is described against the previous value's plan.
+    """
+    rows: list[dict[str, Any]] = []
+    previous: dict | None = None
+    for index, (value, record) in enumerate(zip(parameter.values, records, strict=True)):
+        plan = record.get("plan") if _has_plan(record) else None
+        step = record.get("step_time_s") if plan is not None else None
+        if index == 0:
+            change = "first value" if plan is not None else "no plan"
+            delta = None
+        else:
+            old_plan = previous.get("plan") if previous and _has_plan(previous) else None
+            phrases = plan_changes(
+                old_plan, plan, (previous or {}).get("shape"), record.get("shape")
+            )
+            change = describe_changes(phrases) if (old_plan or plan) else "no plan"
+            old_step = previous.get("step_time_s") if old_plan is not None else None
+            delta = None if step is None or old_step is None else step - old_step
+        rows.append(
+            {
+                "param": parameter.path,
+                "value": value,
+                "status": record.get("status", "ERROR"),
+                "step_time_s": step,
+                "bound_step_s": record.get("bound_step_s"),
+                "gap": record.get("gap") if plan is not None else None,
+                "step_change_s": delta,
+                "samples_per_s": record.get("samples_per_s") if plan is not None else None,
+                "plan_change": change,
+                "wall_time_s": record.get("wall_time_s"),
+                "message": record.get("message") or "",
+            }
+        )
+        previous = record
+    return rows
+
+
+def tornado_fields(hardware: Hardware) -> dict[str, float]:
+    """Every numeric hardware field but the shape, with its value (bandwidths in bytes/s).
+
+    Parameters
+    ----------
+    hardware
+        The instance's parsed hardware (defaults and preset figures filled in).
+    """
+    values: dict[str, float] = {}
+    for item in dataclasses.fields(hardware):
+        if item.name in SHAPE_FIELDS:
+            continue
+        value = getattr(hardware, item.name)
+        if isinstance(value, dict):
+            prefix, mode = item.name.split("_")
+            for level in LEVELS:
+                figure = value[level]
+                values[f"{prefix}_{mode}_{level}"] = 1.0 / figure if prefix == "beta" else figure
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            values[item.name] = float(value)
+    return values
+
+
+def tornado_values(name: str, value: float) -> tuple[float, float]:
+    """The low and high values of a field: 0.5x and 1.5x, capped for fractions."""
+    high = value * HIGH
+    if name in FRACTION_LIMITS:
+        high = min(high, FRACTION_LIMITS[name])
+    return value * LOW, high
+
+
+def rank_tornado(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Sort tornado entries, most influential first, and number them from 1.
+
+    A field with a side without a plan ranks before every field with plans
+    on both sides; then by the largest absolute step-time change; ties keep
+    the fields' order.
+    """
+
+    def key(entry: dict[str, Any]) -> tuple[int, float]:
+        missing = entry.get("step_low_s") is None or entry.get("step_high_s") is None
+        changes = [
+            abs(entry[k]) for k in ("change_low_s", "change_high_s") if entry.get(k) is not None
+        ]
+        return (0 if missing else 1, -max(changes, default=0.0))
+
+    ranked = sorted(entries, key=key)
+    for index, entry in enumerate(ranked, start=1):
+        entry["rank"] = index
+    return ranked
+
+
+def tornado_entries(
+    fields: dict[str, float], base: dict, records: dict[str, dict]
+) -> list[dict[str, Any]]:
+    """Ranked ``tornado.csv`` rows from the base record and the records ``FIELD-low``/``-high``."""
+    base_step = base.get("step_time_s")
+    entries = []
+    for name, value in fields.items():
+        low_value, high_value = tornado_values(name, value)
+        entry: dict[str, Any] = {
+            "field": name,
+            "unit": field_unit(name),
+            "base_value": value,
+            "low_value": low_value,
+            "high_value": high_value,
+            "step_base_s": base_step,
+        }
+        for side in ("low", "high"):
+            record = records.get(f"{name}-{side}", {})
+            step = record.get("step_time_s") if _has_plan(record) else None
+            entry[f"step_{side}_s"] = step
+            entry[f"status_{side}"] = record.get("status", "ERROR")
+            entry[f"change_{side}_s"] = None if step is None else step - base_step
+        entries.append(entry)
+    return rank_tornado(entries)
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """What ``sweep`` runs.
+
+    Attributes
+    ----------
+    instance
+        The instance file.
+    parameter
+        The ``--param`` (None with ``--tornado`` alone).
+    tornado
+        Also rank the hardware fields.
+    out
+        Output folder.
+    run
+        Time limit per solve, executor, workers.
+    fields
+        Hardware fields the tornado varies (None: every numeric one).
+    """
+
+    instance: str
+    parameter: Parameter | None
+    tornado: bool
+    out: str
+    run: RunSettings
+    fields: tuple[str, ...] | None = None
+
+
+def run_sweep(settings: SweepSettings) -> int:
+    """Validate every variant, solve them, print the table and write the outputs.
+
+    Returns
+    -------
+    int
+        0 (130 when interrupted: nothing is written).
+    """
+    from rlplan.rpeg.schema.instance import parse_instance
+    from rlplan.rpeg.schema.yamlio import loads
+
+    settings.run.check()
+    if settings.parameter is None and not settings.tornado:
+        raise InputError("--param", "give --param PATH=v1,v2,... or --tornado")
+    if os.path.exists(settings.out) and not os.path.isdir(settings.out):
+        raise InputError("--out", f"{settings.out} exists and is not a folder")
+    document = load_document(settings.instance)
+    name = os.path.splitext(os.path.basename(settings.instance))[0]
+    variants: list[Variant] = []
+    if settings.parameter is not None:
+        variants += _variants(
+            document, name, settings.parameter.path, list(settings.parameter.values), "value-"
+        )
+    fields: dict[str, float] = {}
+    skipped: list[str] = []
+    if settings.tornado:
+        hardware = parse_instance(loads(document_text(document), name), name).hardware
+        available = tornado_fields(hardware)
+        chosen = settings.fields or tuple(available)
+        for field_name in chosen:
+            if field_name not in available:
+                raise InputError(
+                    "--fields",
+                    f"{field_name!r} is not a numeric hardware field"
+                    f"{did_you_mean(field_name, available)} (fields: {', '.join(available)})",
+                )
+        for field_name in chosen:
+            value = available[field_name]
+            if value == 0:
+                skipped.append(field_name)
+                continue
+            fields[field_name] = value
+            for side, edit in zip(("low", "high"), tornado_values(field_name, value), strict=True):
+                edited = set_field(document, f"hardware.{field_name}", edit)
+                parse_variant(edited, name, f"--tornado hardware.{field_name}={edit}")
+                variants.append(Variant(f"{field_name}-{side}", name, document_text(edited)))
+        variants.append(Variant("base", name, document_text(document)))
+    print(f"{len(variants)} solve(s), {settings.run.time_limit:g} s each with auto")
+    try:
+        records = _solve_all(variants, settings.run, "sweep")
+    except KeyboardInterrupt:
+        print("interrupted: nothing written", file=sys.stderr)
+        return 130
+    rows: list[dict[str, Any]] = []
+    if settings.parameter is not None:
+        ordered = [records[f"value-{i}"] for i in range(len(settings.parameter.values))]
+        rows = sweep_rows(settings.parameter, ordered)
+        print_sweep(rows)
+    entries: list[dict[str, Any]] = []
+    base_step = None
+    if settings.tornado:
+        base = records["base"]
+        base_step = base.get("step_time_s") if _has_plan(base) else None
+        if base_step is None:
+            print(
+                f"tornado: the instance itself has no plan ({base.get('status')}: "
+                f"{base.get('message', '')}); no ranking"
+            )
+        else:
+            entries = tornado_entries(fields, base, records)
+            print_tornado(entries, base_step, skipped)
+    from rlplan.compare.explore_report import write_sweep_outputs
+
+    written = write_sweep_outputs(
+        settings.out, settings.instance, settings.parameter, rows, entries, base_step, skipped
+    )
+    print("wrote " + ", ".join(written))
+    return 0
+
+
+def print_sweep(rows: list[dict[str, Any]]) -> None:
+    """Print one line per value: status, step time and the plan change."""
+    for row in rows:
+        step = row["step_time_s"]
+        shown = "" if step is None else f"{step:.4f} s/step"
+        delta = row.get("step_change_s")
+        moved = "" if delta is None else f" ({delta:+.4f} s)"
+        why = f" — {row['message']}" if step is None and row.get("message") else ""
+        print(f"  {row['param']}={row['value']:<12g} {row['status']:<10} {shown}{moved}{why}")
+        print(f"      plan: {row['plan_change']}")
+
+
+def print_tornado(entries: list[dict[str, Any]], base_step: float, skipped: list[str]) -> None:
+    """Print the ranked fields with their step times at 0.5x and 1.5x."""
+    print(f"tornado (base step time {base_step:.4f} s; step time at x0.5 / x1.5):")
+    for entry in entries:
+        low = "no plan" if entry["step_low_s"] is None else f"{entry['step_low_s']:.4f}"
+        high = "no plan" if entry["step_high_s"] is None else f"{entry['step_high_s']:.4f}"
+        print(f"  {entry['rank']:>2}. {entry['field']:<22} {low:>10} / {high:<10}")
+    if skipped:
+        print(f"  not varied (value 0): {', '.join(skipped)}")

@@ -1,0 +1,519 @@
+"""The backend-neutral formulation of a planning instance.
+
+Everything the exact backends need is computed here once, from the same
+candidate directory and cost model the simulator uses:
+
+* assignments: every (vertex, block, candidate) with its duration, resident
+  and transient bytes per GPU;
+* runs (vertex, step) and the template edges, with the pairwise transfer lags
+  as a function of the two endpoints' blocks (data edges) or of the source
+  block and the destination assignment (pub edges);
+* the staleness candidates and which pub edge each one switches on;
+* the integer time unit, the horizon from the best heuristic plan, and the
+  conversion of a plan into a warm start.
+
+Durations and lags are rounded *down* to the time unit, so the optimum of the
+integer model is a valid lower bound on the true optimum over the plan space;
+the unit is chosen so that rounding along any path of runs and transfers
+costs at most ``REL_ROUNDING`` of the heuristic makespan.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from dataclasses import dataclass, field
+
+from rlplan.rpeg.model.blocks import Block
+from rlplan.rpeg.model.candidates import Candidate, CandidateDirectory
+from rlplan.rpeg.model.plan import Placement, Plan, make_staleness
+from rlplan.rpeg.problem import Problem
+
+#: Largest total rounding error of a schedule, relative to the upper bound.
+REL_ROUNDING = 1e-4
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A (vertex, block, candidate) with integer coefficients.
+
+    ``duration`` is in time units (rounded down); ``resident`` and
+    ``transient`` are bytes per GPU rounded up (a model that fits is safe in
+    the simulator).
+    """
+
+    vertex: int
+    block: Block
+    candidate: Candidate
+    duration: int
+    resident: int
+    transient: int
+
+    @property
+    def layout(self) -> tuple[int, int, int]:
+        """Weight layout (tp, pp, ZeRO-3 shards): pub edges cost nothing between equal ones."""
+        return self.candidate.strategy.layout
+
+
+@dataclass
+class Formulation:
+    """Index sets and coefficients shared by the CP-SAT and MILP backends."""
+
+    problem: Problem
+    unit: float
+    horizon: int
+    assignments: list[list[Assignment]]
+    blocks: tuple[Block, ...]
+    block_index: dict[Block, int]
+    staleness_choices: dict[str, tuple[int, ...]]
+    num_vertices: int
+    k_eval: int
+    data_edges: tuple[tuple[int, int], ...]
+    #: (source, user, model whose weights travel, model whose staleness applies
+    #: or None for a synchronous edge).
+    pub_edges: tuple[tuple[int, int, str, str | None], ...]
+    memory_capacity: int
+    gpu_units: tuple[tuple[int, int], ...]
+    upper_bound: float
+    #: Vertex whose block is fixed to start at GPU 0 (symmetry breaking), or None.
+    symmetry_root: int | None = None
+    stats: dict = field(default_factory=dict)
+    _elsewhere: dict = field(default_factory=dict, repr=False)
+    _covering: dict = field(default_factory=dict, repr=False)
+
+    # -- coefficients ------------------------------------------------------------------
+
+    def data_lag_at(self, level: str) -> int:
+        """Lag (units, rounded down) of a data edge between two different blocks at ``level``."""
+        return self.to_units(self.problem.directory.cost.data_lag(False, level))
+
+    def pub_lag_at(self, model: str, level: str, target: Assignment) -> int:
+        """Lag (units) of a pub edge from another block spanning ``level`` with the user's block.
+
+        A p2p of the user's weight shard: it depends on the level and the
+        user's (tp, pp) only, not on where exactly the source block lies.
+        """
+        cost = self.problem.directory.cost
+        return self.to_units(cost.pub_lag(model, False, False, level, target.candidate.strategy))
+
+    def reshard_lag(self, model: str, target: Assignment) -> int:
+        """Lag (units) of a pub edge on the user's own block from another (tp, pp) layout."""
+        cost = self.problem.directory.cost
+        seconds = cost.pub_lag(model, True, False, target.block.level, target.candidate.strategy)
+        return self.to_units(seconds)
+
+    def blocks_of(self, vertex: int) -> tuple[int, ...]:
+        """Indices of the blocks ``vertex`` can be placed on (cached)."""
+        key = ("blocks", vertex)
+        found = self._covering.get(key)
+        if found is None:
+            found = tuple(sorted({self.block_index[a.block] for a in self.assignments[vertex]}))
+            self._covering[key] = found
+        return found
+
+    def assignments_on(self, vertex: int, block: int) -> tuple[int, ...]:
+        """Indices of ``vertex``'s assignments on block ``block`` (cached)."""
+        key = ("on", vertex)
+        grouped = self._covering.get(key)
+        if grouped is None:
+            grouped = {}
+            for index, a in enumerate(self.assignments[vertex]):
+                grouped.setdefault(self.block_index[a.block], []).append(index)
+            grouped = {b: tuple(indices) for b, indices in grouped.items()}
+            self._covering[key] = grouped
+        return grouped.get(block, ())
+
+    def elsewhere_blocks(self, vertex: int, target: int, level: str) -> tuple[int, ...]:
+        """Blocks of ``vertex`` other than ``target`` whose span with it has ``level``."""
+        key = (vertex, target, level)
+        found = self._elsewhere.get(key)
+        if found is None:
+            cluster = self.problem.directory.cluster
+            target_block = self.blocks[target]
+            found = tuple(
+                b
+                for b in self.blocks_of(vertex)
+                if b != target and cluster.span_level(self.blocks[b], target_block) == level
+            )
+            self._elsewhere[key] = found
+        return found
+
+    def other_layout_assignments(
+        self, vertex: int, target: int, layout: tuple[int, int, int]
+    ) -> tuple[int, ...]:
+        """Assignments of ``vertex`` on block ``target`` whose weight layout is not ``layout``."""
+        return tuple(
+            index
+            for index in self.assignments_on(vertex, target)
+            if self.assignments[vertex][index].layout != layout
+        )
+
+    def covering(self, vertex: int, unit: tuple[int, int]) -> tuple[int, ...]:
+        """Assignments of ``vertex`` whose block covers the GPU unit ``unit`` (cached)."""
+        key = (vertex, unit)
+        found = self._covering.get(key)
+        if found is None:
+            # Through the (far fewer) blocks: the assignments on each covering block.
+            found = tuple(
+                sorted(
+                    index
+                    for block in self.covering_blocks(vertex, unit)
+                    for index in self.assignments_on(vertex, block)
+                )
+            )
+            self._covering[key] = found
+        return found
+
+    def covering_blocks(self, vertex: int, unit: tuple[int, int]) -> tuple[int, ...]:
+        """Blocks of ``vertex`` that cover the GPU unit ``unit`` (cached).
+
+        Every block of ``vertex`` holds at least one of its assignments, so
+        one unit's covering blocks are a subset of another's exactly when its
+        covering assignments are: the unit signatures below compare blocks.
+        """
+        key = ("blocks covering", vertex, unit)
+        found = self._covering.get(key)
+        if found is None:
+            low, high = unit
+            found = tuple(
+                b
+                for b in self.blocks_of(vertex)
+                if self.blocks[b].start <= low and high <= self.blocks[b].end
+            )
+            self._covering[key] = found
+        return found
+
+    def maximal_units(self, vertices: tuple[int, ...] | None = None) -> tuple[tuple[int, int], ...]:
+        """GPU units whose constraints are not implied by another unit's.
+
+        A unit whose covering assignments (for every vertex in ``vertices``)
+        are a subset of another unit's has a peak memory, a load and a set of
+        possible conflicts no larger than that unit's; its memory, load and
+        exclusivity constraints are implied, so only the maximal units are
+        kept (one per group of identical ones).
+        """
+        vertices = tuple(range(self.num_vertices)) if vertices is None else vertices
+        key = ("maximal", vertices)
+        found = self._covering.get(key)
+        if found is None:
+            signatures: dict[tuple, tuple[int, int]] = {}
+            for unit in self.gpu_units:
+                signature = tuple(frozenset(self.covering_blocks(v, unit)) for v in vertices)
+                if any(signature) and signature not in signatures:
+                    signatures[signature] = unit
+            items = list(signatures.items())  # by unit start, as gpu_units
+            starts = [unit[0] for _, unit in items]
+            kept = []
+            for signature, unit in items:
+                # A unit dominating this one is covered by every block covering
+                # this one, so it lies inside the smallest of them: only the
+                # units there are compared (near-linear on large clusters).
+                smallest = min(
+                    (self.blocks[b] for blocks in signature for b in blocks), key=lambda b: b.size
+                )
+                low = bisect.bisect_left(starts, smallest.start)
+                high = bisect.bisect_left(starts, smallest.end)
+                if not any(
+                    other != signature
+                    and all(a <= b for a, b in zip(signature, other, strict=True))
+                    for other, _ in items[low:high]
+                ):
+                    kept.append(unit)
+            found = tuple(kept)
+            self._covering[key] = found
+        return found
+
+    def distinct_units(self) -> tuple[tuple[int, int], ...]:
+        """One GPU unit per distinct set of covering assignments (cached)."""
+        key = ("distinct",)
+        found = self._covering.get(key)
+        if found is None:
+            signatures: dict[tuple, tuple[int, int]] = {}
+            for unit in self.gpu_units:
+                signature = tuple(
+                    frozenset(self.covering_blocks(v, unit)) for v in range(self.num_vertices)
+                )
+                if any(signature) and signature not in signatures:
+                    signatures[signature] = unit
+            found = tuple(signatures.values())
+            self._covering[key] = found
+        return found
+
+    def root_vertices(self) -> tuple[int, ...]:
+        """Vertices without data predecessors: every other run of a step descends from them."""
+        targets = {dst for _, dst in self.data_edges}
+        return tuple(v for v in range(self.num_vertices) if v not in targets)
+
+    def load_rows(self) -> list[tuple[tuple[int, int], list[tuple[int, int, int]]]]:
+        """Rows of the valid inequality ``makespan >= sum(coefficient * choose[v, a])``.
+
+        Per distinct GPU unit: the ``k_eval`` runs of every assignment covering
+        it go one after another (the unit's load), and when a root vertex
+        (generation) does not cover the unit, nothing runs there before its
+        first run ends (every run descends from it), so its duration adds once.
+        Coefficients are in time units.
+        """
+        roots = set(self.root_vertices())
+        rows = []
+        for unit in self.distinct_units():
+            terms = []
+            for vertex in range(self.num_vertices):
+                items = self.assignments[vertex]
+                if vertex not in roots:  # only the covering assignments have a term
+                    terms.extend(
+                        (vertex, index, self.k_eval * items[index].duration)
+                        for index in self.covering(vertex, unit)
+                    )
+                    continue
+                covering = set(self.covering(vertex, unit))
+                for index, assignment in enumerate(items):
+                    if index in covering:
+                        terms.append((vertex, index, self.k_eval * assignment.duration))
+                    elif assignment.duration > 0:
+                        terms.append((vertex, index, assignment.duration))
+            rows.append((unit, terms))
+        return rows
+
+    def always_before(self) -> set[tuple[int, int]]:
+        """Run pairs (r1, r2) ordered by data and chain edges under every staleness."""
+        successors: dict[int, list[int]] = {}
+        for step in range(self.k_eval):
+            for src, dst in self.data_edges:
+                successors.setdefault(self.run(src, step), []).append(self.run(dst, step))
+            if step > 0:
+                for vertex in range(self.num_vertices):
+                    successors.setdefault(self.run(vertex, step - 1), []).append(
+                        self.run(vertex, step)
+                    )
+        ordered = set()
+        for run in range(self.num_runs):
+            stack, seen = list(successors.get(run, ())), set()
+            while stack:
+                nxt = stack.pop()
+                if nxt in seen:
+                    continue
+                seen.add(nxt)
+                ordered.add((run, nxt))
+                stack.extend(successors.get(nxt, ()))
+        return ordered
+
+    def conflict_pairs(self) -> list[tuple[int, int, tuple[tuple[int, int], ...]]]:
+        """Run pairs that may share GPUs with no fixed order, with the GPU units they may share.
+
+        Runs of one vertex are chained, and pairs ordered by data or chain
+        edges under every staleness need no ordering decision.
+        """
+        shared_units: dict[tuple[int, int], tuple[tuple[int, int], ...]] = {}
+        for first in range(self.num_vertices):
+            for second in range(first + 1, self.num_vertices):
+                units = tuple(
+                    unit
+                    for unit in self.maximal_units((first, second))
+                    if self.covering(first, unit) and self.covering(second, unit)
+                )
+                if units:
+                    shared_units[(first, second)] = units
+        ordered = self.always_before()
+        pairs = []
+        for r1 in range(self.num_runs):
+            for r2 in range(r1 + 1, self.num_runs):
+                v1, v2 = r1 % self.num_vertices, r2 % self.num_vertices
+                if v1 == v2 or (r1, r2) in ordered or (r2, r1) in ordered:
+                    continue
+                units = shared_units.get((min(v1, v2), max(v1, v2)))
+                if units:
+                    pairs.append((r1, r2, units))
+        return pairs
+
+    def to_units(self, seconds: float) -> int:
+        """Seconds to integer units, rounded down (keeps bounds valid)."""
+        return math.floor(seconds / self.unit + 1e-9)
+
+    def run(self, vertex: int, step: int) -> int:
+        """Run id (step-major)."""
+        return step * self.num_vertices + vertex
+
+    @property
+    def num_runs(self) -> int:
+        """Runs of ``k_eval`` steps."""
+        return self.num_vertices * self.k_eval
+
+    def staleness_options(self, key: str | None) -> tuple[int, ...]:
+        """Staleness values a pub edge may take (a synchronous edge: only 0)."""
+        return (0,) if key is None else self.staleness_choices[key]
+
+    def pub_source_step(self, step: int, staleness: int) -> int:
+        """Step of the train run a user at ``step`` waits for (negative: none)."""
+        return step - 1 - staleness
+
+    # -- plans ---------------------------------------------------------------------------
+
+    def assignment_of(self, vertex: int, placement: Placement) -> int:
+        """Index of the assignment matching a plan's placement of ``vertex``."""
+        for index, assignment in enumerate(self.assignments[vertex]):
+            if (
+                assignment.block == placement.block
+                and assignment.candidate.strategy == placement.strategy
+            ):
+                return index
+        raise KeyError(f"placement of vertex {vertex} is not among its assignments")
+
+    def plan_from_choice(
+        self, chosen: list[int], staleness: dict[str, int], starts: list[float] | None
+    ) -> Plan:
+        """A plan from chosen assignment indices, staleness and (optionally) run starts."""
+        placements = tuple(
+            Placement(self.assignments[v][a].block, self.assignments[v][a].candidate.strategy)
+            for v, a in enumerate(chosen)
+        )
+        order = None
+        if starts is not None:
+            # Starts in units; rounding absorbs a MILP solver's float noise, and
+            # ties go by run id, which is a topological order of the runs.
+            runs = sorted(range(self.num_runs), key=lambda r: (round(starts[r]), r))
+            order = tuple((r % self.num_vertices, r // self.num_vertices) for r in runs)
+        return Plan(placements, make_staleness(staleness), order)
+
+    def canonical(self, plan: Plan) -> Plan:
+        """``plan`` mirrored so that the symmetry root's block starts at GPU 0.
+
+        The mirror ``i -> i ^ mask`` is a symmetry of the cluster (see
+        :attr:`rlplan.rpeg.model.blocks.Cluster.xor_symmetric`), so the mirrored plan has
+        the same simulated makespan and memory; without symmetry breaking the
+        plan is returned unchanged.
+        """
+        if self.symmetry_root is None:
+            return plan
+        mask = plan.placements[self.symmetry_root].block.start
+        if mask == 0:
+            return plan
+        cluster = self.problem.directory.cluster
+        placements = tuple(
+            Placement(cluster.mirror(p.block, mask), p.strategy) for p in plan.placements
+        )
+        return Plan(placements, plan.staleness, plan.order)
+
+    def warm_start(self, plan: Plan) -> tuple[list[int], dict[str, int], list[int]]:
+        """(assignment index per vertex, staleness, start per run in units) of a plan.
+
+        The plan is first put in canonical form (:meth:`canonical`), so it
+        satisfies the symmetry breaking.
+        """
+        plan = self.canonical(plan)
+        trace = self.problem.simulator.simulate(plan)
+        chosen = [self.assignment_of(v, p) for v, p in enumerate(plan.placements)]
+        starts = [0] * self.num_runs
+        names = self.problem.directory.template.names
+        for event in trace.events:
+            if event.kind == "compute":
+                starts[self.run(names.index(event.vertex), event.step)] = self.to_units(event.start)
+        return chosen, plan.staleness_map, starts
+
+    def run_ends(self, chosen: list[int], starts: list[int]) -> list[int]:
+        """End (units) of every run, given assignment indices and run starts (units)."""
+        vertices = self.num_vertices
+        return [
+            start + self.assignments[run % vertices][chosen[run % vertices]].duration
+            for run, start in enumerate(starts)
+        ]
+
+    def rounding_tolerance(self) -> float:
+        """Largest difference (s) between a model schedule and its simulation."""
+        return self.unit * (2 * self.num_runs + 2)
+
+    def simulation_tolerance(self, objective: float) -> float:
+        """How far (s) a backend's objective may lie from the simulated makespan of its plan.
+
+        The time-unit rounding (:meth:`rounding_tolerance`), plus a relative
+        1e-6 for a MIP solver's floating-point feasibility tolerance.
+        """
+        return self.rounding_tolerance() + 1e-6 * max(1.0, abs(objective))
+
+
+def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
+    """Build the formulation of ``problem`` given a heuristic makespan ``upper_bound`` (s)."""
+    directory = problem.directory
+    instance = problem.instance
+    runs = len(directory.template.vertices) * instance.k_eval
+    # A path has at most `runs` runs and `runs` transfers; flooring each loses < 1 unit.
+    unit = upper_bound * REL_ROUNDING / (2 * runs + 2)
+    assignments: list[list[Assignment]] = []
+    root = symmetry_root(directory)
+    for vertex, per_shape in enumerate(directory.options):
+        items = []
+        for shape, candidates in per_shape.items():
+            # The vertex's blocks: block pins (placement.pin) are applied there.
+            blocks = directory.blocks(vertex, shape)
+            if vertex == root:
+                blocks = tuple(block for block in blocks if block.start == 0)
+            for block, candidate in itertools.product(blocks, candidates):
+                items.append(
+                    Assignment(
+                        vertex,
+                        block,
+                        candidate,
+                        math.floor(candidate.time / unit + 1e-9),
+                        math.ceil(candidate.resident),
+                        math.ceil(candidate.transient),
+                    )
+                )
+        assignments.append(items)
+    used_blocks = sorted(
+        {a.block for items in assignments for a in items}, key=lambda b: (b.start, -b.size)
+    )
+    template = directory.template
+    # GPU units: maximal GPU ranges covered by the same set of blocks (memory is
+    # checked once per unit instead of once per GPU).
+    cuts = sorted(
+        {0, directory.cluster.num_gpus}
+        | {b.start for b in used_blocks}
+        | {b.end for b in used_blocks}
+    )
+    gpu_units = tuple((low, high) for low, high in itertools.pairwise(cuts))
+    formulation = Formulation(
+        problem=problem,
+        unit=unit,
+        horizon=math.ceil(upper_bound / unit) + 1,
+        assignments=assignments,
+        blocks=tuple(used_blocks),
+        block_index={b: i for i, b in enumerate(used_blocks)},
+        staleness_choices={
+            m: instance.optimizer.staleness_candidates[m] for m in template.trained_models
+        },
+        num_vertices=len(template.vertices),
+        k_eval=instance.k_eval,
+        data_edges=tuple((e.src, e.dst) for e in template.data_edges),
+        pub_edges=tuple((e.src, e.dst, e.model, e.staleness_model) for e in template.pub_edges),
+        memory_capacity=math.floor(directory.capacity),
+        gpu_units=gpu_units,
+        upper_bound=upper_bound,
+        symmetry_root=root,
+    )
+    formulation.stats = {
+        "assignments": sum(len(items) for items in assignments),
+        "time_unit_s": unit,
+        "symmetry_breaking": root is not None,
+    }
+    return formulation
+
+
+def symmetry_root(directory: CandidateDirectory) -> int | None:
+    """The vertex whose block may be fixed to start at GPU 0, or None.
+
+    When XOR-ing GPU indices is a symmetry of the cluster and no block pin
+    singles out positions (every vertex may use every block of each of its
+    shapes), any plan can be mirrored so that the generation vertex (the root
+    of every step's graph) starts at GPU 0, with the same makespan: fixing
+    that removes symmetric copies of every plan without losing the optimum.
+    """
+    cluster = directory.cluster
+    if not cluster.xor_symmetric:
+        return None
+    for vertex in range(len(directory.template.vertices)):
+        for shape in directory.options[vertex]:
+            if len(directory.blocks(vertex, shape)) != len(cluster.blocks_by_shape[shape]):
+                return None
+    targets = {edge.dst for edge in directory.template.data_edges}
+    roots = [v for v in range(len(directory.template.vertices)) if v not in targets]
+    return roots[0] if roots else None

@@ -1,0 +1,190 @@
+"""Plans as settings of RL frameworks: verl, OpenRLHF and NeMo RL (``export-config``).
+
+One module per framework (:mod:`rlplan.outputs.frameworks.verl`,
+:mod:`rlplan.outputs.frameworks.openrlhf`, :mod:`rlplan.outputs.frameworks.nemo_rl`), each with
+``settings(facts, plan_name)`` (the ordered keys and comment lines) and
+``render(settings)`` (the framework's syntax). Whatever a framework cannot
+express is a ``# not expressible in <framework>: ...`` comment line.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from types import ModuleType
+
+from rlplan.outputs.frameworks import nemo_rl, openrlhf, verl
+from rlplan.outputs.frameworks.common import PlanFacts, Settings
+from rlplan.paths import SOURCE_ROOT
+from rlplan.rpeg.errors import InputError, InstanceError
+from rlplan.rpeg.model.plan import Plan
+from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.schema.instance import instance_fingerprint, load_instance
+
+#: Framework name (as ``--framework`` takes it) -> its module.
+FRAMEWORKS: dict[str, ModuleType] = {
+    verl.FRAMEWORK: verl,
+    openrlhf.FRAMEWORK: openrlhf,
+    nemo_rl.FRAMEWORK: nemo_rl,
+}
+
+
+def framework_settings(problem: Problem, plan: Plan, framework: str, plan_name: str) -> Settings:
+    """The ordered settings of ``plan`` for ``framework``.
+
+    Raises
+    ------
+    InputError
+        For an unknown framework name (path ``--framework``).
+    """
+    module = FRAMEWORKS.get(framework)
+    if module is None:
+        raise InputError(
+            "--framework",
+            f"unknown framework {framework!r} (allowed: {', '.join(FRAMEWORKS)})",
+        )
+    facts = PlanFacts(problem, plan)
+    if plan.fused:
+        return fused_settings(facts, DISPLAY_NAMES[framework], plan_name)
+    return module.settings(facts, plan_name)
+
+
+#: Framework name -> the name its exports use.
+DISPLAY_NAMES = {
+    verl.FRAMEWORK: "verl",
+    openrlhf.FRAMEWORK: "OpenRLHF",
+    nemo_rl.FRAMEWORK: "NeMo RL",
+}
+
+
+def fused_settings(facts: PlanFacts, framework: str, plan_name: str) -> Settings:
+    """Comment lines only: ``framework`` has no fused actor-critic (AC-share) setting.
+
+    None of verl, OpenRLHF and NeMo RL can share one backbone between the
+    policy and the value head, so an AC-share plan is not exported as
+    settings that would run something else; the lines say so and list the
+    plan's placements in words.
+    """
+    out = Settings(framework)
+    facts.header(out, plan_name, "no settings: see below")
+    out.unsupported(
+        "this plan fuses actor and critic into one model (AC-share: the actor's backbone "
+        f"with a policy head and a value head), and {framework} has no fused actor-critic "
+        "setting; no key is set, since separate actor and critic settings would run another "
+        "plan. For a plan this framework can run, solve again without "
+        "optimizer.staleness_candidates.ac_share (or with a larger optimizer.lambda_ac)."
+    )
+    out.comment("the fused plan, for reference:")
+    for name in facts.blocks:
+        entry = facts.entry(name)
+        out.comment(f"  {facts.where(name)}")
+        if "micro_batch_size_per_gpu" in entry:
+            out.comment(f"    micro-batch {entry['micro_batch_size_per_gpu']} sequences per GPU")
+    for model, steps in facts.staleness.items():
+        out.comment(f"  staleness of {model}: {steps}")
+    return out
+
+
+def export_config(problem: Problem, plan: Plan, framework: str, plan_name: str = "plan") -> str:
+    """``plan`` written as ``framework``'s settings.
+
+    Parameters
+    ----------
+    problem
+        The instance the plan was made for.
+    plan
+        The plan.
+    framework
+        ``verl``, ``openrlhf`` or ``nemo-rl``.
+    plan_name
+        How the header comment names the plan.
+
+    Returns
+    -------
+    str
+        verl: Hydra overrides, one ``key=value`` per line; OpenRLHF: one
+        command-line flag per line; NeMo RL: a YAML document. Comment lines
+        (``# ...``) carry the header, notes and every setting of the plan the
+        framework cannot express.
+
+    Raises
+    ------
+    InputError
+        For an unknown framework name.
+    """
+    settings = framework_settings(problem, plan, framework, plan_name)
+    return FRAMEWORKS[framework].render(settings)
+
+
+def _recorded(plan_path: str) -> tuple[str | None, str | None]:
+    """The instance name and fingerprint a plan records (``None`` when absent or unreadable)."""
+    try:
+        with open(plan_path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except (OSError, ValueError, RecursionError):
+        return None, None
+    recorded = document.get("instance") if isinstance(document, dict) else None
+    if not isinstance(recorded, dict):
+        return None, None
+    name, fingerprint = recorded.get("name"), recorded.get("fingerprint")
+    return (
+        name if isinstance(name, str) else None,
+        fingerprint if isinstance(fingerprint, str) else None,
+    )
+
+
+def locate_instance(plan_path: str) -> str:
+    """The instance file a plan was made for, found without ``--instance``.
+
+    Looks, in order, for ``X.yaml`` beside a plan ``X.plan.json`` (the
+    published runs), then, for the instance name the plan records,
+    ``NAME.yaml`` beside the plan, in the working folder, and in
+    ``instances/`` and its subfolders (of the working folder and of this
+    repository). A candidate is taken when
+    the plan records no fingerprint or its fingerprint matches.
+
+    Parameters
+    ----------
+    plan_path
+        A plan file (``plan.json`` of ``solve``, or a published plan).
+
+    Returns
+    -------
+    str
+        The path of the instance file.
+
+    Raises
+    ------
+    InputError
+        Naming ``--instance`` when no candidate matches.
+    """
+    folder = os.path.dirname(os.path.abspath(plan_path))
+    base = os.path.basename(plan_path)
+    name, fingerprint = _recorded(plan_path)
+    candidates = []
+    if base.endswith(".plan.json"):
+        candidates.append(os.path.join(folder, base[: -len(".plan.json")] + ".yaml"))
+    if name is not None:
+        root = str(SOURCE_ROOT)
+        candidates.append(os.path.join(folder, f"{name}.yaml"))
+        candidates.append(os.path.join(os.getcwd(), f"{name}.yaml"))
+        for top in dict.fromkeys((os.getcwd(), root)):
+            candidates.append(os.path.join(top, "instances", f"{name}.yaml"))
+            candidates += sorted(glob.glob(os.path.join(top, "instances", "*", f"{name}.yaml")))
+    for candidate in dict.fromkeys(candidates):
+        if not os.path.isfile(candidate):
+            continue
+        if fingerprint is None:
+            return candidate
+        try:
+            if instance_fingerprint(load_instance(candidate)) == fingerprint:
+                return candidate
+        except InstanceError:
+            continue
+    recorded = f"instance {name!r}" if name else "no instance name"
+    raise InputError(
+        "--instance",
+        f"cannot tell which instance {plan_path} was made for (it records {recorded}"
+        f"{', no matching file found' if name else ''}); give --instance INSTANCE",
+    )

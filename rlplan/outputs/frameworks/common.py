@@ -1,0 +1,190 @@
+"""What every framework exporter needs: the plan's facts and an ordered list of settings.
+
+:class:`PlanFacts` restates a plan through :func:`rlplan.outputs.vocabulary.framework_view`
+(micro-batch sizes per GPU, rollout ``gpu_memory_utilization``, tp/pp/dp) plus
+the blocks, so an exporter can ask which vertices share a block. A
+:class:`Settings` collects, in order, the keys an exporter sets and the
+comment lines it writes; each framework module renders it in its own syntax
+(Hydra overrides, command-line flags, YAML).
+
+Conventions shared by the exporters:
+
+* ``gpu_memory_utilization`` is the plan's (weights + KV pool + rollout
+  workspace) / GPU memory rounded *up* to the hundredth, so the engine gets
+  at least the memory the plan counts;
+* micro-batch sizes are sequences per GPU (per data-parallel replica), token
+  budgets are those sequences times the mean tokens per sequence, rounded up;
+* whatever the framework cannot express is written as a comment line
+  ``# not expressible in <framework>: ...``, never dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlplan.outputs.vocabulary import framework_view
+from rlplan.rpeg.model.blocks import Block
+from rlplan.rpeg.model.plan import Plan
+from rlplan.rpeg.problem import Problem
+
+
+def round_up(value: float, digits: int = 2) -> float:
+    """``value`` rounded up to ``digits`` decimals (0.4759 -> 0.48), never below it.
+
+    Parameters
+    ----------
+    value
+        A non-negative number.
+    digits
+        Decimals kept.
+
+    Returns
+    -------
+    float
+        The smallest multiple of ``10**-digits`` at least ``value`` (up to a
+        1e-9 relative tolerance, so 0.48 stays 0.48).
+    """
+    scale = 10**digits
+    return math.ceil(value * scale * (1 - 1e-9)) / scale
+
+
+def gpus_words(block: Block) -> str:
+    """``GPUs 0-15`` or ``GPU 3``."""
+    if block.size == 1:
+        return f"GPU {block.start}"
+    return f"GPUs {block.start}-{block.end - 1}"
+
+
+@dataclass
+class Settings:
+    """Ordered settings and comment lines of one exported configuration.
+
+    Attributes
+    ----------
+    framework
+        The framework's display name (``verl``, ``OpenRLHF``, ``NeMo RL``).
+    items
+        ``("set", key, value)``, ``("comment", text, None)`` entries in order.
+    """
+
+    framework: str
+    items: list[tuple[str, str, Any]] = field(default_factory=list)
+
+    def set(self, key: str, value: Any) -> None:
+        """Set ``key`` to ``value`` (a later call for the same key replaces the value)."""
+        for index, (kind, existing, _) in enumerate(self.items):
+            if kind == "set" and existing == key:
+                self.items[index] = ("set", key, value)
+                return
+        self.items.append(("set", key, value))
+
+    def comment(self, text: str) -> None:
+        """A comment line (``# text``)."""
+        self.items.append(("comment", text, None))
+
+    def unsupported(self, text: str) -> None:
+        """A setting of the plan the framework cannot express, as ``# not expressible in ...``."""
+        self.comment(f"not expressible in {self.framework}: {text}")
+
+    def value(self, key: str) -> Any:
+        """The value set for ``key`` (``KeyError`` when it was not set)."""
+        for kind, existing, value in self.items:
+            if kind == "set" and existing == key:
+                return value
+        raise KeyError(key)
+
+
+class PlanFacts:
+    """A plan in framework terms, with its blocks.
+
+    Parameters
+    ----------
+    problem
+        The instance's problem.
+    plan
+        The plan to export.
+    """
+
+    def __init__(self, problem: Problem, plan: Plan) -> None:
+        problem = problem.for_plan(plan)
+        self.problem = problem
+        self.plan = plan
+        self.instance = problem.instance
+        self.trace = problem.simulator.simulate(plan)
+        self.view = framework_view(problem, plan, self.trace)
+        names = problem.directory.template.names
+        self.blocks: dict[str, Block] = {
+            name: placement.block for name, placement in zip(names, plan.placements, strict=True)
+        }
+        self.staleness = plan.staleness_map
+
+    def has(self, name: str) -> bool:
+        """Whether the plan has vertex ``name``."""
+        return name in self.blocks
+
+    def entry(self, name: str) -> dict[str, Any]:
+        """The :func:`~rlplan.outputs.vocabulary.framework_view` entry of vertex ``name``."""
+        return self.view["vertices"][name]
+
+    def block(self, name: str) -> Block:
+        """The block of vertex ``name``."""
+        return self.blocks[name]
+
+    def layout(self, name: str) -> tuple[int, int, int]:
+        """(tp, pp, dp) of vertex ``name``."""
+        entry = self.entry(name)
+        return (entry["tp"], entry["pp"], entry["dp"])
+
+    def same_block(self, first: str, second: str) -> bool:
+        """Whether two vertices run on the same block."""
+        return self.blocks[first] == self.blocks[second]
+
+    def disjoint(self, first: str, second: str) -> bool:
+        """Whether two vertices share no GPU."""
+        return not self.blocks[first].intersects(self.blocks[second])
+
+    def where(self, name: str) -> str:
+        """``actor.train on GPUs 0-15 (tp 1, pp 2, dp 8)``."""
+        tp, pp, dp = self.layout(name)
+        return f"{name} on {gpus_words(self.blocks[name])} (tp {tp}, pp {pp}, dp {dp})"
+
+    def nodes(self, name: str) -> tuple[int, int]:
+        """(nodes, GPUs per node) of vertex ``name``'s block."""
+        racks, nodes, gpus = self.blocks[name].extent
+        return racks * nodes, gpus
+
+    def cluster_nodes(self) -> tuple[int, int]:
+        """(nodes, GPUs per node) of the whole cluster."""
+        hardware = self.instance.hardware
+        return hardware.racks * hardware.nodes_per_rack, hardware.gpus_per_node
+
+    def utilization(self, name: str) -> float:
+        """The rollout's ``gpu_memory_utilization``, rounded up to the hundredth."""
+        return round_up(self.entry(name)["gpu_memory_utilization"])
+
+    def micro_batch(self, name: str) -> int:
+        """Sequences per microbatch and GPU of a train or infer vertex."""
+        return int(self.entry(name)["micro_batch_size_per_gpu"])
+
+    def micro_tokens(self, name: str) -> int:
+        """Tokens per microbatch and GPU of a train or infer vertex, rounded up."""
+        return math.ceil(self.entry(name)["micro_batch_tokens_per_gpu"] - 1e-9)
+
+    def header(self, settings: Settings, plan_name: str, how: str) -> None:
+        """The comment lines every export starts with."""
+        hardware = self.instance.hardware
+        workload = self.instance.workload
+        settings.comment(
+            f"{settings.framework} settings for plan {plan_name} "
+            f"(instance {self.instance.name}: {self.instance.algorithm}, "
+            f"{workload.batch_size} prompts x {workload.samples_per_prompt} samples, "
+            f"{hardware.racks} x {hardware.nodes_per_rack} x {hardware.gpus_per_node} GPUs)"
+        )
+        settings.comment(how)
+        if not self.trace.feasible:
+            excess = self.trace.violation_bytes / 1e9
+            settings.comment(
+                f"warning: this plan overflows GPU memory by {excess:.2f} GB in simulation"
+            )

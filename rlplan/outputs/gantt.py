@@ -1,0 +1,239 @@
+"""Gantt chart of a trace: runs over GPUs (rows) and time (columns).
+
+Colour tells the vertex, hatching the step; dotted and dashed lines mark node
+and rack boundaries on the GPU axis. The legend sits outside the axes and the
+title carries the plan's status and step time. A run is labelled only where its
+label fits inside its rectangle without touching another label.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rlplan.rpeg.evaluation.simulator import Trace
+from rlplan.rpeg.schema.instance import Hardware
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
+    from rlplan.rpeg.evaluation.simulator import Event
+
+#: Hatch of step ``s`` is ``STEP_HATCHES[s % len(STEP_HATCHES)]`` (step 0 plain).
+STEP_HATCHES = ("", "///", "\\\\\\", "xxx", "...", "+++", "ooo", "---")
+
+#: Artist ids of the boundary lines (for callers and tests that look for them).
+NODE_BOUNDARY, RACK_BOUNDARY = "node-boundary", "rack-boundary"
+
+#: Most per-GPU ticks on the GPU axis before ticks move to node or rack starts.
+_MAX_TICKS = 16
+
+
+def _boundaries(hardware: Hardware) -> tuple[list[int], list[int]]:
+    """Flat GPU indices where a new node (not a new rack) and a new rack begin."""
+    num_gpus, per_node, per_rack = (
+        hardware.num_gpus,
+        hardware.gpus_per_node,
+        hardware.gpus_per_rack,
+    )
+    racks = list(range(per_rack, num_gpus, per_rack))
+    nodes = [g for g in range(per_node, num_gpus, per_node) if g % per_rack]
+    return nodes, racks
+
+
+def _gpu_ticks(hardware: Hardware) -> tuple[list[float], list[str]]:
+    """Ticks of the GPU axis: every GPU, node starts or rack starts, whichever is few enough."""
+    num_gpus = hardware.num_gpus
+    if num_gpus <= _MAX_TICKS:
+        return [g + 0.5 for g in range(num_gpus)], [str(g) for g in range(num_gpus)]
+    step = hardware.gpus_per_node
+    if num_gpus // step > _MAX_TICKS:
+        step = hardware.gpus_per_rack
+    starts = list(range(0, num_gpus, step))
+    return [float(g) for g in starts], [str(g) for g in starts]
+
+
+def _title(trace: Trace, instance_name: str, status: str | None, step_time: float | None) -> str:
+    if status is None:
+        status = "memory-feasible" if trace.feasible else "INFEASIBLE (memory overflow)"
+    step = trace.step_time if step_time is None else step_time
+    head = f"{instance_name}: " if instance_name else ""
+    return (
+        f"{head}{status}, step time {step:.4f} s\n"
+        f"makespan {trace.makespan:.4f} s over {trace.k_eval} steps"
+    )
+
+
+def gantt_figure(
+    trace: Trace,
+    hardware: Hardware,
+    *,
+    instance_name: str = "",
+    status: str | None = None,
+    step_time: float | None = None,
+) -> Figure:
+    """Draw the compute runs of ``trace`` over the GPUs of ``hardware``.
+
+    Parameters
+    ----------
+    trace
+        A simulated trace.
+    hardware
+        The cluster the trace ran on (GPU count, node and rack sizes).
+    instance_name
+        Shown at the start of the title.
+    status
+        The plan's status for the title (e.g. ``"OPTIMAL"``); by default the
+        trace's memory feasibility.
+    step_time
+        Step time in seconds for the title; by default the trace's.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The drawn figure (Agg canvas, not registered with pyplot).
+    """
+    from matplotlib import colormaps
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch, Rectangle
+
+    num_gpus = hardware.num_gpus
+    runs = [e for e in trace.events if e.kind == "compute" and e.gpus]
+    names = sorted({event.vertex for event in runs})
+    steps = sorted({event.step for event in runs})
+    palette = colormaps["tab10"]
+    colour = {name: palette(index % 10) for index, name in enumerate(names)}
+    nodes, racks = _boundaries(hardware)
+
+    handles: list[Patch | Line2D] = [
+        Patch(facecolor=colour[name], edgecolor="black", linewidth=0.4, label=name)
+        for name in names
+    ]
+    hatches: dict[str, list[int]] = {}
+    for step in steps:
+        hatches.setdefault(STEP_HATCHES[step % len(STEP_HATCHES)], []).append(step)
+    for hatch, members in hatches.items():
+        label = ("step " if len(members) == 1 else "steps ") + ", ".join(map(str, members))
+        handles.append(
+            Patch(facecolor="white", edgecolor="black", linewidth=0.4, hatch=hatch, label=label)
+        )
+    node_style = {"color": "0.35", "linewidth": 0.6, "linestyle": ":"}
+    rack_style = {"color": "black", "linewidth": 1.4, "linestyle": "--"}
+    if nodes:
+        handles.append(
+            Line2D([], [], **node_style, label=f"node boundary ({hardware.gpus_per_node} GPUs)")
+        )
+    if racks:
+        handles.append(
+            Line2D([], [], **rack_style, label=f"rack boundary ({hardware.gpus_per_rack} GPUs)")
+        )
+
+    height = max(3.5, min(10.0, 1.5 + 0.25 * num_gpus), 1.2 + 0.26 * len(handles))
+    figure = Figure(figsize=(12, height), layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    rectangles = []
+    for event in runs:
+        low, high = min(event.gpus), max(event.gpus) + 1
+        rectangle = Rectangle(
+            (event.start, low + 0.05),
+            event.end - event.start,
+            high - low - 0.1,
+            facecolor=colour[event.vertex],
+            edgecolor="black",
+            linewidth=0.4,
+            alpha=0.85,
+            hatch=STEP_HATCHES[event.step % len(STEP_HATCHES)],
+        )
+        axes.add_patch(rectangle)
+        rectangles.append((event, rectangle))
+    for position in nodes:
+        axes.axhline(position, **node_style, gid=NODE_BOUNDARY, zorder=3)
+    for position in racks:
+        axes.axhline(position, **rack_style, gid=RACK_BOUNDARY, zorder=3)
+    axes.set_xlim(0, trace.makespan * 1.01 if trace.makespan > 0 else 1.0)
+    axes.set_ylim(num_gpus, 0)
+    ticks, labels = _gpu_ticks(hardware)
+    axes.set_yticks(ticks, labels)
+    axes.set_xlabel("time (s)")
+    axes.set_ylabel("GPU (flat index)")
+    axes.set_title(_title(trace, instance_name, status, step_time))
+    axes.legend(
+        handles=handles,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        borderaxespad=0.0,
+        fontsize=8,
+        title="colour: vertex, hatch: step",
+        title_fontsize=8,
+    )
+    _label_runs(figure, axes, rectangles)
+    return figure
+
+
+def _label_runs(figure: Figure, axes: Axes, rectangles: list[tuple[Event, Rectangle]]) -> None:
+    """Label each run whose label fits inside its rectangle and clear of the others.
+
+    The layout is fixed first (one draw); labels do not take part in it, so
+    the saved figure keeps the positions measured here. Longer runs are
+    labelled first.
+    """
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    placed = []
+    order = sorted(rectangles, key=lambda item: -(item[0].end - item[0].start) * len(item[0].gpus))
+    for event, rectangle in order:
+        box = rectangle.get_window_extent(renderer)
+        if box.width < 8 or box.height < 6:
+            continue
+        x = (event.start + event.end) / 2
+        y = (min(event.gpus) + max(event.gpus) + 1) / 2
+        candidates = (
+            (f"{event.vertex}\nstep {event.step}", 0),
+            (f"{event.vertex} s{event.step}", 0),
+            (f"{event.vertex} s{event.step}", 90),
+        )
+        for text, rotation in candidates:
+            label = axes.text(
+                x,
+                y,
+                text,
+                ha="center",
+                va="center",
+                rotation=rotation,
+                fontsize=7,
+                zorder=4,
+                clip_on=True,
+                bbox={"facecolor": "white", "alpha": 0.8, "linewidth": 0, "pad": 1.0},
+            )
+            label.set_in_layout(False)
+            extent = label.get_window_extent(renderer).padded(3)
+            inside = (
+                extent.x0 >= box.x0
+                and extent.x1 <= box.x1
+                and extent.y0 >= box.y0
+                and extent.y1 <= box.y1
+            )
+            if inside and not any(extent.overlaps(other) for other in placed):
+                placed.append(extent)
+                break
+            label.remove()
+
+
+def write_gantt(
+    trace: Trace,
+    hardware: Hardware,
+    path: str,
+    *,
+    instance_name: str = "",
+    status: str | None = None,
+    step_time: float | None = None,
+) -> None:
+    """Draw the compute runs of ``trace`` (see :func:`gantt_figure`) and save a PNG to ``path``."""
+    figure = gantt_figure(
+        trace, hardware, instance_name=instance_name, status=status, step_time=step_time
+    )
+    figure.savefig(path, dpi=110, format="png")

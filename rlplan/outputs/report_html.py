@@ -1,0 +1,176 @@
+"""The self-contained ``report.html`` of a solve: summary, placement, memory, Gantt, bound."""
+
+from __future__ import annotations
+
+from rlplan.outputs.html_page import HtmlReport
+from rlplan.rpeg.evaluation.simulator import Trace
+from rlplan.rpeg.problem import Problem
+from rlplan.solvers.result import Result
+
+
+def memory_groups(peaks: tuple[float, ...] | list[float]) -> list[tuple[str, str]]:
+    """Consecutive GPUs with the same shown peak merged: ``("GPUs 0-7", "61.20 GB")``.
+
+    Parameters
+    ----------
+    peaks
+        Peak memory per GPU in bytes, by flat GPU index.
+    """
+    groups: list[tuple[str, str]] = []
+    shown = [f"{peak / 1e9:.2f} GB" for peak in peaks]
+    start = 0
+    for gpu in range(1, len(shown) + 1):
+        if gpu < len(shown) and shown[gpu] == shown[start]:
+            continue
+        groups.append(
+            (f"GPU {start}" if gpu - 1 == start else f"GPUs {start}-{gpu - 1}", shown[start])
+        )
+        start = gpu
+    return groups
+
+
+def render_html_report(
+    problem: Problem, result: Result, trace: Trace | None, gantt_png: bytes | None = None
+) -> str:
+    """The report of a solve as one HTML document (no external references).
+
+    Parameters
+    ----------
+    problem
+        The solved instance.
+    result
+        The solve's result.
+    trace
+        The simulated trace of the result's plan (None without a plan).
+    gantt_png
+        The Gantt chart PNG to embed (None: no figure).
+
+    Returns
+    -------
+    str
+        Sections: summary, bound, placement, staleness, memory per GPU, Gantt chart.
+    """
+    instance = problem.instance
+    hardware = instance.hardware
+    k = instance.k_eval
+    bound_step = None if result.bound is None else result.bound / k
+    report = HtmlReport(f"{instance.name}: {result.status.value}")
+    report.paragraph(
+        f"{instance.algorithm.upper()} on {hardware.racks} × {hardware.nodes_per_rack} × "
+        f"{hardware.gpus_per_node} = {hardware.num_gpus} GPUs, k_eval = {k}."
+    )
+    report.heading("Summary")
+    summary = [
+        ("status", result.status.value),
+        ("solver", result.solver),
+        ("step time (simulated)", _seconds(result.step_time)),
+        (f"makespan of {k} steps", _seconds(result.makespan)),
+    ]
+    if trace is not None:
+        summary += [
+            ("samples/s", f"{trace.samples_per_s:.3f}"),
+            ("generated tokens/s", f"{trace.generated_tokens_per_s:.1f}"),
+        ]
+    summary += result.template_rows()
+    bounded = "score per step" if result.lambda_ac is not None else "step time"
+    summary += [
+        (f"lower bound on the {bounded}", _seconds(bound_step)),
+        ("bound proven by", result.bound_proven_by or "—"),
+        ("gap", "—" if result.gap is None else f"{result.gap:.4%}"),
+        ("wall time", f"{result.wall_time:.2f} s"),
+    ]
+    if result.message:
+        summary.append(("note", result.message))
+    report.pairs(summary)
+    report.heading("Bound")
+    rows = []
+    for template in problem.templates:
+        variant = problem.variant(template)
+        bounds, factor = variant.bounds, variant.score_factor
+        suffix = ""
+        if len(problem.templates) > 1:
+            suffix = f", {template}" + (f" (score: x {factor:g})" if factor != 1 else "")
+        rows += [
+            [
+                f"compute (all FLOPs at peak on every GPU){suffix}",
+                bounds.compute * factor,
+                bounds.compute * factor / k,
+            ],
+            [
+                f"critical path (fastest candidates){suffix}",
+                bounds.critical_path * factor,
+                bounds.critical_path * factor / k,
+            ],
+        ]
+    rows.append(["best proven (reported)", result.bound, bound_step])
+    report.table(("lower bound", "makespan (s)", "per step (s)"), rows)
+    report.paragraph(
+        "OPTIMAL means the gap (step time − bound) / step time is within the rounding "
+        "tolerance of the exact formulation (see the README). Optimality, bound and gap are "
+        "over the plan space: aligned power-of-two blocks, the strategies and microbatch "
+        "counts of the instance, and its staleness candidates.",
+        note=True,
+    )
+    if result.plan is not None and trace is not None:
+        _placement(report, problem, result)
+        report.heading("Memory per GPU")
+        report.paragraph(f"Usable capacity {trace.capacity_bytes / 1e9:.2f} GB per GPU.")
+        report.table(("GPUs", "peak"), [list(g) for g in memory_groups(trace.peak_memory_bytes)])
+    if gantt_png is not None:
+        report.heading("Gantt chart")
+        report.figure(gantt_png, "Runs over GPUs and time (colour: vertex; hatching: step).")
+    return report.render()
+
+
+def _seconds(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4f} s"
+
+
+def _placement(report: HtmlReport, problem: Problem, result: Result) -> None:
+    assert result.plan is not None
+    plan, directory = result.plan, problem.directory.for_plan(result.plan)
+    pins = problem.instance.placement.pin
+    rows = []
+    for index, (vertex, placement) in enumerate(
+        zip(directory.template.vertices, plan.placements, strict=True)
+    ):
+        strategy = placement.strategy
+        candidate = directory.candidate(index, placement.block.extent, strategy)
+        rows.append(
+            [
+                vertex.name,
+                placement.block.label(),
+                strategy.dp,
+                strategy.pp,
+                strategy.tp,
+                strategy.microbatches,
+                strategy.concurrency or None,
+                f"{strategy.recompute}, {strategy.sharding}"
+                + (", offload" if strategy.offload else ""),
+                f"{candidate.time:.4f} s",
+                f"{candidate.memory / 1e9:.2f} GB",
+                ", ".join(sorted(pins.pinned_fields(vertex.name))) or None,
+            ]
+        )
+    report.heading("Placement")
+    report.table(
+        (
+            "vertex",
+            "block",
+            "dp",
+            "pp",
+            "tp",
+            "microbatches",
+            "concurrency",
+            "recompute, sharding",
+            "run time",
+            "memory per GPU (alone)",
+            "pinned",
+        ),
+        rows,
+    )
+    report.heading("Staleness")
+    report.table(
+        ("model", "staleness", "pinned"),
+        [[model, value, pins.staleness_of(model) is not None] for model, value in plan.staleness],
+    )

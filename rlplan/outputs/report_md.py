@@ -1,0 +1,143 @@
+"""The human-readable ``report.md`` of a solve."""
+
+from __future__ import annotations
+
+from rlplan.outputs.vocabulary import framework_markdown, framework_view
+from rlplan.rpeg.evaluation.simulator import Trace
+from rlplan.rpeg.problem import Problem
+from rlplan.solvers.result import Result
+
+
+def _seconds(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4f} s"
+
+
+def summary_line(problem: Problem, result: Result) -> str:
+    """The report's first line: instance, status, step time, bound, gap and GPU count.
+
+    Returns
+    -------
+    str
+        A level-1 Markdown heading, e.g. ``# tiny_ppo_2gpu — OPTIMAL: step time
+        1.2345 s, bound 1.2345 s/step, gap 0.0000%, 2 GPUs (exhaustive)``.
+    """
+    instance = problem.instance
+    parts = [
+        "no plan" if result.step_time is None else f"step time {result.step_time:.4f} s",
+        "no bound"
+        if result.bound is None
+        else f"bound {result.bound / instance.k_eval:.4f} s/step",
+    ]
+    if result.template is not None and result.lambda_ac is not None:
+        parts.insert(1, f"{result.template} score {result.score_step:.4f} s")
+    if result.gap is not None:
+        parts.append(f"gap {result.gap:.4%}")
+    parts.append(f"{instance.hardware.num_gpus} GPUs")
+    return f"# {instance.name} — {result.status.value}: {', '.join(parts)} ({result.solver})"
+
+
+def memory_rows(peaks: tuple[float, ...] | list[float]) -> list[str]:
+    """Rows of the per-GPU memory table, consecutive GPUs with the same shown peak merged.
+
+    Parameters
+    ----------
+    peaks
+        Peak memory per GPU in bytes, by flat GPU index.
+
+    Returns
+    -------
+    list[str]
+        Markdown rows such as ``| GPUs 0-127 | 61.20 GB |`` or ``| GPU 5 | 3.10 GB |``.
+    """
+    rows: list[str] = []
+    start = 0
+    shown = [f"{peak / 1e9:.2f} GB" for peak in peaks]
+    for gpu in range(1, len(shown) + 1):
+        if gpu < len(shown) and shown[gpu] == shown[start]:
+            continue
+        gpus = f"GPU {start}" if gpu - 1 == start else f"GPUs {start}-{gpu - 1}"
+        rows.append(f"| {gpus} | {shown[start]} |")
+        start = gpu
+    return rows
+
+
+def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
+    """Markdown summary of a result: status, figures, placement and framework settings."""
+    instance = problem.instance
+    hardware = instance.hardware
+    lines = [
+        summary_line(problem, result),
+        "",
+        f"{instance.algorithm.upper()} on {hardware.racks} x {hardware.nodes_per_rack} x "
+        f"{hardware.gpus_per_node} = {hardware.num_gpus} GPUs, k_eval = {instance.k_eval}.",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| status | {result.status.value} |",
+        f"| solver | {result.solver} |",
+        f"| step time (simulated) | {_seconds(result.step_time)} |",
+        f"| makespan of {instance.k_eval} steps | {_seconds(result.makespan)} |",
+    ]
+    if trace is not None:
+        lines += [
+            f"| samples/s | {trace.samples_per_s:.3f} |",
+            f"| generated tokens/s | {trace.generated_tokens_per_s:.1f} |",
+        ]
+    lines += [f"| {label} | {value} |" for label, value in result.template_rows()]
+    bound = None if result.bound is None else result.bound / instance.k_eval
+    gap = "—" if result.gap is None else f"{result.gap:.4%}"
+    bounded = "score per step" if result.lambda_ac is not None else "step time"
+    lines += [
+        f"| lower bound on the {bounded} | {_seconds(bound)} |",
+        f"| bound proven by | {result.bound_proven_by or '—'} |",
+        f"| gap | {gap} |",
+        f"| wall time | {result.wall_time:.2f} s |",
+    ]
+    if result.message:
+        lines += [f"| note | {result.message} |"]
+    lines += [
+        "",
+        "Optimality, bound and gap are over the plan space: aligned power-of-two blocks, "
+        "the strategies and microbatch counts of the instance, and its staleness candidates.",
+    ]
+    if result.plan is None or trace is None:
+        return "\n".join(lines) + "\n"
+    plan, directory = result.plan, problem.directory.for_plan(result.plan)
+    lines += [
+        "",
+        "## Placement",
+        "",
+        "| vertex | block | GPUs | dp | pp | tp | microbatches | run time "
+        "| memory per GPU (alone) | pinned |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    pins = instance.placement.pin
+    for index, (vertex, placement) in enumerate(
+        zip(directory.template.vertices, plan.placements, strict=True)
+    ):
+        strategy = placement.strategy
+        candidate = directory.candidate(index, placement.block.extent, strategy)
+        block = placement.block
+        lines.append(
+            f"| {vertex.name} | origin {list(block.origin)} extent {list(block.extent)} | "
+            f"{block.label()} | {strategy.dp} | {strategy.pp} | {strategy.tp} | "
+            f"{strategy.microbatches} | {candidate.time:.4f} s | {candidate.memory / 1e9:.2f} GB | "
+            f"{', '.join(sorted(pins.pinned_fields(vertex.name))) or '—'} |"
+        )
+    lines += ["", "## Staleness", ""]
+    lines += [
+        f"- {model}: {value}" + (" (pinned)" if pins.staleness_of(model) is not None else "")
+        for model, value in plan.staleness
+    ]
+    lines += ["", *framework_markdown(framework_view(problem, plan, trace))]
+    lines += [
+        "",
+        "## Memory per GPU",
+        "",
+        f"Usable capacity {trace.capacity_bytes / 1e9:.2f} GB per GPU.",
+        "",
+        "| GPUs | peak |",
+        "|---|---|",
+        *memory_rows(trace.peak_memory_bytes),
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,63 @@
+"""Lower bounds on the makespan of ``k_eval`` steps, valid over the whole plan space."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlplan.rpeg.model.candidates import CandidateDirectory
+from rlplan.rpeg.model.templates import unroll
+
+
+@dataclass(frozen=True)
+class LowerBounds:
+    """The two plan-independent lower bounds of the specification (seconds of makespan).
+
+    Attributes
+    ----------
+    compute
+        Total FLOPs of ``k_eval`` steps at peak on every GPU. Valid because a
+        run's time on n GPUs is at least its FLOPs over ``n * peak`` (the
+        model only adds efficiency losses, rounding and communication).
+    critical_path
+        Longest path of the unrolled graph with every vertex at its fastest
+        candidate, no transfer lag, and every trained model at its largest
+        staleness candidate (the fewest edges).
+    """
+
+    compute: float
+    critical_path: float
+
+    @property
+    def best(self) -> float:
+        """The larger (tighter) of the two."""
+        return max(self.compute, self.critical_path)
+
+    @property
+    def source(self) -> str:
+        """Which of the two is :attr:`best`: ``critical_path`` or ``compute``."""
+        return "critical_path" if self.critical_path >= self.compute else "compute"
+
+
+def lower_bounds(directory: CandidateDirectory) -> LowerBounds:
+    """Compute both lower bounds for an instance."""
+    instance, template = directory.instance, directory.template
+    hardware = instance.hardware
+    flops = sum(directory.cost.vertex_flops(vertex) for vertex in template.vertices)
+    compute = instance.k_eval * flops / (hardware.flops_per_gpu * hardware.num_gpus)
+    fastest = []
+    for index in range(len(template.vertices)):
+        candidate = directory.fastest(index)
+        fastest.append(candidate.time if candidate is not None else float("inf"))
+    staleness = {
+        model: max(instance.optimizer.staleness_candidates[model])
+        for model in template.trained_models
+    }
+    count = len(template.vertices)
+    finish = [0.0] * (count * instance.k_eval)
+    predecessors: dict[int, list[int]] = {}
+    for edge in unroll(template, instance.k_eval, staleness):
+        predecessors.setdefault(edge.dst, []).append(edge.src)
+    for run in range(count * instance.k_eval):  # run ids are a topological order
+        ready = max((finish[p] for p in predecessors.get(run, ())), default=0.0)
+        finish[run] = ready + fastest[run % count]
+    return LowerBounds(compute=compute, critical_path=max(finish))

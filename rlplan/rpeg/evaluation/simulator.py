@@ -1,0 +1,464 @@
+"""The exact simulator: the single judge of every plan.
+
+Runs are placed by a serial schedule-generation scheme. Each run starts at the
+latest of (a) every predecessor's end plus the edge's lag and (b) the time
+every GPU of its block becomes free. Runs are taken in the plan's ``order``
+when it has one (it must be topological), otherwise in a deterministic list
+order: the ready run that can start earliest, ties by step then template order.
+
+Memory is checked under the static residency rule: a GPU's peak is the sum,
+over models with a vertex on it, of that model's largest resident footprint
+there, plus the largest transient of the vertices on it.
+
+A simulator judges plans of both templates of an AC-share instance: a plan
+of the other template goes to the sibling simulator of that template's
+directory. The makespan and step time are always the raw simulated ones;
+the *score* the solvers minimise is the makespan times ``1 + lambda_ac`` for
+a fused (AC-share) plan and the makespan itself otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlplan.rpeg.errors import PlanError
+from rlplan.rpeg.model.candidates import CandidateDirectory
+from rlplan.rpeg.model.plan import Plan
+from rlplan.rpeg.model.templates import Kind, unroll
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """What the search needs from a plan: makespan and memory feasibility.
+
+    Attributes
+    ----------
+    makespan
+        End of the last run of the ``k_eval`` steps, seconds.
+    violation
+        Worst per-GPU memory overflow in bytes (0 when feasible).
+    factor
+        Objective factor of the plan's template: ``1 + lambda_ac`` for a
+        fused (AC-share) plan, else 1.
+    """
+
+    makespan: float
+    violation: float
+    order: tuple[int, ...] = ()
+    factor: float = 1.0
+
+    @property
+    def score(self) -> float:
+        """The objective: makespan x ``factor`` (the makespan itself unless fused)."""
+        return self.makespan * self.factor
+
+    @property
+    def feasible(self) -> bool:
+        """Whether every GPU's peak fits its usable memory."""
+        return self.violation <= 0.0
+
+
+@dataclass(frozen=True)
+class Event:
+    """One run or transfer in a trace."""
+
+    vertex: str
+    step: int
+    kind: str
+    start: float
+    end: float
+    gpus: tuple[int, ...]
+    source: tuple[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Full simulation output (see the specification's section 7)."""
+
+    makespan: float
+    k_eval: int
+    step_time: float
+    samples_per_s: float
+    generated_tokens_per_s: float
+    events: tuple[Event, ...]
+    peak_memory_bytes: tuple[float, ...]
+    capacity_bytes: float
+    violation_bytes: float
+    start_order: tuple[tuple[int, int], ...] = field(default=())
+    template: str | None = None
+    factor: float = 1.0
+
+    @property
+    def feasible(self) -> bool:
+        """Whether every GPU's peak fits its usable memory."""
+        return self.violation_bytes <= 0.0
+
+    @property
+    def score(self) -> float:
+        """Objective of the ``k_eval`` steps: makespan x (1 + lambda_ac) if fused."""
+        return self.makespan * self.factor
+
+    @property
+    def score_step(self) -> float:
+        """The objective per step (the step time unless the plan is fused)."""
+        return self.step_time * self.factor
+
+    def to_json(self) -> dict[str, Any]:
+        """The trace file document (PPO traces add the template and the penalised score)."""
+        events = []
+        for event in self.events:
+            item: dict[str, Any] = {
+                "vertex": event.vertex,
+                "step": event.step,
+                "kind": event.kind,
+                "start": event.start,
+                "end": event.end,
+                "gpus": list(event.gpus),
+            }
+            if event.source is not None:
+                item["source"] = list(event.source)
+            events.append(item)
+        extra: dict[str, Any] = {}
+        if self.template is not None:
+            extra = {
+                "template": self.template,
+                "score_makespan": self.score,
+                "score_step_time": self.score_step,
+            }
+        return {
+            "makespan": self.makespan,
+            "k_eval": self.k_eval,
+            "step_time": self.step_time,
+            **extra,
+            "samples_per_s": self.samples_per_s,
+            "generated_tokens_per_s": self.generated_tokens_per_s,
+            "feasible": self.feasible,
+            "worst_memory_violation_bytes": self.violation_bytes,
+            "events": events,
+            "peak_memory_bytes": list(self.peak_memory_bytes),
+            "capacity_bytes": self.capacity_bytes,
+        }
+
+
+class Simulator:
+    """Simulates plans of one instance.
+
+    Parameters
+    ----------
+    directory
+        The instance's candidate directory (its costs are the simulator's).
+    """
+
+    def __init__(self, directory: CandidateDirectory) -> None:
+        self.directory = directory
+        self.instance = directory.instance
+        self.template = directory.template
+        self.cost = directory.cost
+        self.cluster = directory.cluster
+        self.capacity = directory.capacity
+        self.k_eval = self.instance.k_eval
+        self.num_vertices = len(self.template.vertices)
+        self.num_runs = self.num_vertices * self.k_eval
+        self.fused = directory.fused
+        #: Objective factor of this template's plans (1 + lambda_ac when fused).
+        self.factor = self.instance.score_factor(self.fused)
+        self._variants: dict[bool, Simulator] = {self.fused: self}
+        models = []
+        for vertex in self.template.vertices:
+            if vertex.model not in models:
+                models.append(vertex.model)
+        self.models = tuple(models)
+        self._model_of = tuple(models.index(v.model) for v in self.template.vertices)
+        self._is_train = tuple(v.kind is Kind.TRAIN for v in self.template.vertices)
+        self._data_edges = tuple((e.src, e.dst) for e in self.template.data_edges)
+        self._pub_edges = tuple((e.src, e.dst, e.model) for e in self.template.pub_edges)
+        self._graphs: dict[tuple, tuple] = {}
+        self._lag_cache: dict[tuple, float] = {}
+        self._mean_generated = self.instance.workload.mean_generated
+
+    def variant(self, fused: bool) -> Simulator:
+        """The simulator of the separate (``fused=False``) or fused template, built once."""
+        found = self._variants.get(fused)
+        if found is None:
+            found = Simulator(self.directory.variant(fused))
+            found._variants = self._variants
+            self._variants[fused] = found
+        return found
+
+    def for_plan(self, plan: Plan) -> Simulator:
+        """The simulator of ``plan``'s template (this one or its AC-share sibling)."""
+        return self if plan.fused == self.fused else self.variant(plan.fused)
+
+    # -- graph of runs per staleness ----------------------------------------------
+
+    def graph(self, staleness: tuple[tuple[str, int], ...]) -> tuple:
+        """(predecessors, successors) of every run for this staleness, cached."""
+        found = self._graphs.get(staleness)
+        if found is None:
+            edges = unroll(self.template, self.k_eval, dict(staleness))
+            preds: list[list[tuple[int, int]]] = [[] for _ in range(self.num_runs)]
+            succs: list[list[int]] = [[] for _ in range(self.num_runs)]
+            for edge in edges:
+                preds[edge.dst].append((edge.src, edge.template_edge))
+                succs[edge.src].append(edge.dst)
+            found = (
+                tuple(tuple(p) for p in preds),
+                tuple(tuple(s) for s in succs),
+                tuple(len(p) for p in preds),
+            )
+            self._graphs[staleness] = found
+        return found
+
+    # -- per-plan coefficients ---------------------------------------------------------
+
+    def lags(self, plan: Plan) -> list[float]:
+        """Lag of every template edge (data edges, then pub edges) under this plan.
+
+        Lags are cached by the positions (and, for pub edges, the layouts) of
+        their two endpoints, so a plan costs one dictionary look-up per edge.
+        """
+        if plan.fused != self.fused:
+            return self.variant(plan.fused).lags(plan)
+        placements = plan.placements
+        cache = self._lag_cache
+        lags = []
+        for src, dst in self._data_edges:
+            first, second = placements[src].block, placements[dst].block
+            if first is second:
+                lags.append(0.0)
+                continue
+            key = (first.start, first.size, second.start, second.size)
+            lag = cache.get(key)
+            if lag is None:
+                lag = cache[key] = self._data_lag(first, second)
+            lags.append(lag)
+        for index, (src, dst, _) in enumerate(self._pub_edges):
+            source, target = placements[src], placements[dst]
+            first, second = source.block, target.block
+            origin, destination = source.strategy, target.strategy
+            key = (
+                index,
+                first.start,
+                first.size,
+                second.start,
+                second.size,
+                origin.tp,
+                origin.pp,
+                origin.dp if origin.sharding == "zero3" else 1,
+                destination.tp,
+                destination.pp,
+            )
+            lag = cache.get(key)
+            if lag is None:
+                lag = cache[key] = self._pub_lag(index, source, target)
+            lags.append(lag)
+        return lags
+
+    def _data_lag(self, first, second) -> float:
+        if first == second:
+            return 0.0
+        return self.cost.data_lag(False, self.cluster.span_level(first, second))
+
+    def _pub_lag(self, index: int, source, target) -> float:
+        model = self._pub_edges[index][2]
+        same_block = source.block == target.block
+        destination = target.strategy
+        same_layout = source.strategy.layout == destination.layout
+        level = (
+            target.block.level
+            if same_block
+            else self.cluster.span_level(source.block, target.block)
+        )
+        return self.cost.pub_lag(model, same_block, same_layout, level, destination)
+
+    def candidates(self, plan: Plan) -> list:
+        """The candidate (time, memory) of every vertex under this plan."""
+        if plan.fused != self.fused:
+            return self.variant(plan.fused).candidates(plan)
+        directory = self.directory
+        return [
+            directory.candidate(index, placement.block.extent, placement.strategy)
+            for index, placement in enumerate(plan.placements)
+        ]
+
+    def memory_violation(self, plan: Plan, candidates: list | None = None) -> float:
+        """Worst per-GPU overflow in bytes (0 when every GPU fits).
+
+        Blocks are laminar, so the GPUs covered by the most vertices lie in
+        some placed block: checking each distinct placed block suffices.
+        """
+        if plan.fused != self.fused:
+            return self.variant(plan.fused).memory_violation(plan, candidates)
+        candidates = candidates if candidates is not None else self.candidates(plan)
+        ranges = [(p.block.start, p.block.start + p.block.size) for p in plan.placements]
+        model_of = self._model_of
+        worst = 0.0
+        for start, end in set(ranges):
+            resident: dict[int, float] = {}
+            transient = 0.0
+            for index, (low, high) in enumerate(ranges):
+                if low <= start and end <= high:
+                    candidate = candidates[index]
+                    model = model_of[index]
+                    if candidate.resident > resident.get(model, 0.0):
+                        resident[model] = candidate.resident
+                    if candidate.transient > transient:
+                        transient = candidate.transient
+            overflow = sum(resident.values()) + transient - self.capacity
+            if overflow > worst:
+                worst = overflow
+        return worst
+
+    def peak_memory(self, plan: Plan) -> list[float]:
+        """Peak bytes of every GPU."""
+        if plan.fused != self.fused:
+            return self.variant(plan.fused).peak_memory(plan)
+        candidates = self.candidates(plan)
+        peaks = []
+        for gpu in range(self.cluster.num_gpus):
+            resident: dict[int, float] = {}
+            transient = 0.0
+            for index, placement in enumerate(plan.placements):
+                block = placement.block
+                if block.start <= gpu < block.end:
+                    candidate = candidates[index]
+                    model = self._model_of[index]
+                    resident[model] = max(resident.get(model, 0.0), candidate.resident)
+                    transient = max(transient, candidate.transient)
+            peaks.append(sum(resident.values()) + transient)
+        return peaks
+
+    # -- scheduling -----------------------------------------------------------------------
+
+    def _schedule(self, plan: Plan, durations: list[float], lags: list[float]):
+        """Start and end of every run, and the order runs were placed in."""
+        preds, succs, indegree = self.graph(plan.staleness)
+        count, num_runs = self.num_vertices, self.num_runs
+        spans = [(p.block.start, p.block.end) for p in plan.placements]
+        free = [0.0] * self.cluster.num_gpus
+        start = [0.0] * num_runs
+        end = [0.0] * num_runs
+        placed: list[int] = []
+        if plan.order is not None:
+            position = [0] * num_runs
+            sequence = [step * count + vertex for vertex, step in plan.order]
+            for index, run in enumerate(sequence):
+                position[run] = index
+            for index, run in enumerate(sequence):
+                vertex = run % count
+                ready = 0.0
+                for pred, edge in preds[run]:
+                    if position[pred] > index:
+                        raise PlanError(
+                            "plan.order",
+                            f"not a topological order: ({self.template.vertices[vertex].name}, "
+                            f"{run // count}) comes before its predecessor "
+                            f"({self.template.vertices[pred % count].name}, {pred // count})",
+                        )
+                    arrival = end[pred] + (lags[edge] if edge >= 0 else 0.0)
+                    if arrival > ready:
+                        ready = arrival
+                low, high = spans[vertex]
+                gpu_free = max(free[low:high])
+                begin = ready if ready > gpu_free else gpu_free
+                finish = begin + durations[vertex]
+                start[run], end[run] = begin, finish
+                free[low:high] = [finish] * (high - low)
+            return start, end, sequence
+        remaining = list(indegree)
+        ready_time = [0.0] * num_runs
+        ready = [run for run in range(num_runs) if remaining[run] == 0]
+        while ready:
+            best_run, best_start = -1, 0.0
+            for run in ready:
+                low, high = spans[run % count]
+                gpu_free = max(free[low:high])
+                begin = ready_time[run] if ready_time[run] > gpu_free else gpu_free
+                if best_run < 0 or begin < best_start or (begin == best_start and run < best_run):
+                    best_run, best_start = run, begin
+            ready.remove(best_run)
+            vertex = best_run % count
+            finish = best_start + durations[vertex]
+            start[best_run], end[best_run] = best_start, finish
+            low, high = spans[vertex]
+            free[low:high] = [finish] * (high - low)
+            placed.append(best_run)
+            for succ in succs[best_run]:
+                remaining[succ] -= 1
+                if remaining[succ] == 0:
+                    arrival = 0.0
+                    for pred, edge in preds[succ]:
+                        value = end[pred] + (lags[edge] if edge >= 0 else 0.0)
+                        if value > arrival:
+                            arrival = value
+                    ready_time[succ] = arrival
+                    ready.append(succ)
+        return start, end, placed
+
+    # -- public API --------------------------------------------------------------------------
+
+    def evaluate(self, plan: Plan) -> Evaluation:
+        """Makespan, score and worst memory violation of ``plan`` (the fast path)."""
+        if plan.fused != self.fused:
+            return self.variant(plan.fused).evaluate(plan)
+        candidates = self.candidates(plan)
+        durations = [candidate.time for candidate in candidates]
+        _, end, placed = self._schedule(plan, durations, self.lags(plan))
+        return Evaluation(
+            max(end), self.memory_violation(plan, candidates), tuple(placed), self.factor
+        )
+
+    def simulate(self, plan: Plan) -> Trace:
+        """Full simulation: schedule, transfers, per-GPU memory and throughput."""
+        if plan.fused != self.fused:
+            return self.variant(plan.fused).simulate(plan)
+        candidates = self.candidates(plan)
+        durations = [candidate.time for candidate in candidates]
+        lags = self.lags(plan)
+        start, end, _ = self._schedule(plan, durations, lags)
+        count = self.num_vertices
+        names = self.template.names
+        preds, _, _ = self.graph(plan.staleness)
+        events: list[Event] = []
+        for run in sorted(range(self.num_runs), key=lambda r: (start[r], r)):
+            vertex, step = run % count, run // count
+            block = plan.placements[vertex].block
+            events.append(
+                Event(names[vertex], step, "compute", start[run], end[run], tuple(block.gpus()))
+            )
+            for pred, edge in preds[run]:
+                if edge >= 0 and lags[edge] > 0:
+                    events.append(
+                        Event(
+                            names[vertex],
+                            step,
+                            "transfer",
+                            end[pred],
+                            end[pred] + lags[edge],
+                            (),
+                            (names[pred % count], pred // count),
+                        )
+                    )
+        makespan = max(end)
+        step_time = makespan / self.k_eval
+        sequences = self.instance.workload.sequences
+        peaks = self.peak_memory(plan)
+        violation = max(0.0, max(peaks) - self.capacity)
+        return Trace(
+            makespan=makespan,
+            k_eval=self.k_eval,
+            step_time=step_time,
+            samples_per_s=sequences / step_time,
+            generated_tokens_per_s=sequences * self._mean_generated / step_time,
+            events=tuple(events),
+            peak_memory_bytes=tuple(peaks),
+            capacity_bytes=self.capacity,
+            violation_bytes=violation,
+            start_order=tuple(
+                (run % count, run // count)
+                for run in sorted(range(self.num_runs), key=lambda r: (start[r], r))
+            ),
+            template=self.template.kind if self.instance.algorithm == "ppo" else None,
+            factor=self.factor,
+        )

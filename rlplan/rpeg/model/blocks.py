@@ -1,0 +1,283 @@
+"""Devices, blocks and communication levels of the cluster.
+
+GPUs have the flat index ``i = (r*N + n)*G + g``. A block is an aligned
+contiguous range of flat indices: a power-of-two range inside a node, an
+aligned power-of-two group of whole nodes inside a rack, an aligned
+power-of-two group of whole racks, or the whole cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from rlplan.rpeg.errors import PlanError
+from rlplan.rpeg.schema.instance import Hardware, _describe
+
+#: Communication levels, from fastest to slowest.
+LEVEL_ORDER = {"g": 0, "n": 1, "r": 2}
+
+
+@dataclass(frozen=True, order=True)
+class Block:
+    """A block of GPUs: ``origin`` (rack, node, gpu) and ``extent`` (racks, nodes, gpus).
+
+    Attributes
+    ----------
+    start
+        Flat index of the first GPU.
+    size
+        Number of GPUs.
+    level
+        ``g`` inside one node, ``n`` inside one rack, ``r`` across racks.
+    """
+
+    start: int
+    size: int
+    origin: tuple[int, int, int]
+    extent: tuple[int, int, int]
+    level: str
+
+    @property
+    def end(self) -> int:
+        """One past the last flat GPU index."""
+        return self.start + self.size
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """The block's extent; cost and memory depend on the shape only."""
+        return self.extent
+
+    @property
+    def width(self) -> int:
+        """GPUs of the block inside one node (tensor parallelism must divide it)."""
+        return self.extent[2]
+
+    def gpus(self) -> range:
+        """Flat indices of the block's GPUs."""
+        return range(self.start, self.end)
+
+    def intersects(self, other: Block) -> bool:
+        """Whether the two blocks share a GPU."""
+        return self.start < other.end and other.start < self.end
+
+    def contains(self, other: Block) -> bool:
+        """Whether ``other`` lies inside this block."""
+        return self.start <= other.start and other.end <= self.end
+
+    def to_json(self) -> dict[str, list[int]]:
+        """The block as written in plan files."""
+        return {"origin": list(self.origin), "extent": list(self.extent)}
+
+    def label(self) -> str:
+        """Short human-readable form, e.g. ``gpus 0-7``."""
+        if self.size == 1:
+            return f"gpu {self.start}"
+        return f"gpus {self.start}-{self.end - 1}"
+
+
+def _powers_of_two(limit: int) -> list[int]:
+    values, value = [], 1
+    while value <= limit:
+        values.append(value)
+        value *= 2
+    return values
+
+
+class Cluster:
+    """The cluster's geometry: flat indices, blocks and group levels.
+
+    Parameters
+    ----------
+    hardware
+        The instance's hardware section.
+    min_block_gpus
+        Smallest block size in the plan space.
+    """
+
+    def __init__(self, hardware: Hardware, min_block_gpus: int = 1) -> None:
+        self.racks = hardware.racks
+        self.nodes_per_rack = hardware.nodes_per_rack
+        self.gpus_per_node = hardware.gpus_per_node
+        self.min_block_gpus = min_block_gpus
+        self.num_gpus = hardware.num_gpus
+        self.gpus_per_rack = hardware.gpus_per_rack
+        self._group_levels: dict[tuple, tuple[str, str, str]] = {}
+
+    def flat_index(self, rack: int, node: int, gpu: int) -> int:
+        """Flat index of GPU (rack, node, gpu)."""
+        return (rack * self.nodes_per_rack + node) * self.gpus_per_node + gpu
+
+    def make_block(self, origin: tuple[int, int, int], extent: tuple[int, int, int]) -> Block:
+        """Build the block with this origin and extent (not checked against the plan space)."""
+        racks, nodes, gpus = extent
+        start = self.flat_index(*origin)
+        size = racks * nodes * gpus
+        level = "g" if racks == 1 and nodes == 1 else ("n" if racks == 1 else "r")
+        return Block(start, size, tuple(origin), tuple(extent), level)
+
+    @cached_property
+    def blocks(self) -> tuple[Block, ...]:
+        """Every block of the plan space, by start then decreasing size."""
+        R, N, G = self.racks, self.nodes_per_rack, self.gpus_per_node
+        found: dict[tuple[int, int], Block] = {}
+
+        def add(origin: tuple[int, int, int], extent: tuple[int, int, int]) -> None:
+            block = self.make_block(origin, extent)
+            if block.size >= self.min_block_gpus:
+                found.setdefault((block.start, block.size), block)
+
+        for r in range(R):
+            for n in range(N):
+                for size in _powers_of_two(G):
+                    for g in range(0, G - size + 1, size):
+                        add((r, n, g), (1, 1, size))
+                add((r, n, 0), (1, 1, G))
+            for count in _powers_of_two(N):
+                for n in range(0, N - count + 1, count):
+                    add((r, 0 + n, 0), (1, count, G))
+            add((r, 0, 0), (1, N, G))
+        for count in _powers_of_two(R):
+            for r in range(0, R - count + 1, count):
+                add((r, 0, 0), (count, N, G))
+        add((0, 0, 0), (R, N, G))
+        return tuple(sorted(found.values(), key=lambda b: (b.start, -b.size)))
+
+    @cached_property
+    def xor_symmetric(self) -> bool:
+        """Whether XOR-ing flat GPU indices with a constant is a symmetry of the cluster.
+
+        With power-of-two racks, nodes per rack and GPUs per node, the flat
+        index is the concatenation of the rack, node and GPU bits, every block
+        is an aligned dyadic range, and ``i -> i ^ mask`` maps blocks onto
+        blocks of the same shape while keeping which GPUs share a node or a
+        rack: lags, memory and GPU exclusivity are unchanged.
+        """
+        return all(
+            value & (value - 1) == 0
+            for value in (self.racks, self.nodes_per_rack, self.gpus_per_node)
+        )
+
+    @cached_property
+    def _block_at(self) -> dict[tuple[int, int], Block]:
+        return {(block.start, block.size): block for block in self.blocks}
+
+    def mirror(self, block: Block, mask: int) -> Block:
+        """The image of ``block`` under ``i -> i ^ mask`` (needs :attr:`xor_symmetric`)."""
+        start = block.start ^ (mask & ~(block.size - 1))
+        return self._block_at[(start, block.size)]
+
+    @cached_property
+    def block_index(self) -> dict[tuple[tuple[int, int, int], tuple[int, int, int]], Block]:
+        """Blocks of the plan space by (origin, extent)."""
+        return {(block.origin, block.extent): block for block in self.blocks}
+
+    @cached_property
+    def shapes(self) -> tuple[tuple[int, int, int], ...]:
+        """Distinct block shapes, smallest first."""
+        shapes = {block.extent for block in self.blocks}
+        return tuple(sorted(shapes, key=lambda e: (e[0] * e[1] * e[2], e)))
+
+    @cached_property
+    def blocks_by_shape(self) -> dict[tuple[int, int, int], tuple[Block, ...]]:
+        """Blocks of each shape, by start."""
+        grouped: dict[tuple[int, int, int], list[Block]] = {}
+        for block in self.blocks:
+            grouped.setdefault(block.extent, []).append(block)
+        return {shape: tuple(blocks) for shape, blocks in grouped.items()}
+
+    def block_from_json(self, data: object, path: str) -> Block:
+        """Parse ``{"origin": [r, n, g], "extent": [r, n, g]}`` into a block of the plan space.
+
+        Raises
+        ------
+        PlanError
+            If the block is malformed, leaves the cluster or is not one of
+            the plan space's aligned blocks.
+        """
+        if not isinstance(data, dict) or set(data) != {"origin", "extent"}:
+            raise PlanError(path, 'must be {"origin": [r, n, g], "extent": [r, n, g]}')
+        triples = []
+        for key in ("origin", "extent"):
+            value = data[key]
+            if (
+                not isinstance(value, list)
+                or len(value) != 3
+                or not all(isinstance(x, int) and not isinstance(x, bool) for x in value)
+            ):
+                raise PlanError(f"{path}.{key}", f"must be three integers, got {_describe(value)}")
+            triples.append(tuple(value))
+        origin, extent = triples
+        limits = (self.racks, self.nodes_per_rack, self.gpus_per_node)
+        if (
+            any(x < 0 for x in origin)
+            or any(x < 1 for x in extent)
+            or any(o + e > limit for o, e, limit in zip(origin, extent, limits, strict=True))
+        ):
+            raise PlanError(
+                path,
+                f"origin {list(origin)} extent {list(extent)} lies outside the cluster "
+                f"{self.racks}x{self.nodes_per_rack}x{self.gpus_per_node}",
+            )
+        block = self.block_index.get((origin, extent))
+        if block is None:
+            raise PlanError(
+                path,
+                f"origin {list(origin)} extent {list(extent)} is not a block of the plan space "
+                "(aligned power-of-two GPUs in a node, nodes in a rack, racks, or the cluster"
+                + (f", at least {self.min_block_gpus} GPUs" if self.min_block_gpus > 1 else "")
+                + ")",
+            )
+        return block
+
+    def range_level(self, low: int, high: int) -> str:
+        """Level of the smallest unit holding flat indices ``low..high`` (inclusive)."""
+        if low // self.gpus_per_node == high // self.gpus_per_node:
+            return "g"
+        if low // self.gpus_per_rack == high // self.gpus_per_rack:
+            return "n"
+        return "r"
+
+    def span_level(self, first: Block, second: Block) -> str:
+        """Level spanning both blocks (for transfers between them)."""
+        return self.range_level(min(first.start, second.start), max(first.end, second.end) - 1)
+
+    def group_levels(
+        self, extent: tuple[int, int, int], dp: int, pp: int, tp: int
+    ) -> tuple[str, str, str]:
+        """Worst level of the tp, pp and dp groups of a strategy on a block shape.
+
+        Ranks are ordered tp fastest, then pp, then dp. Blocks are aligned, so
+        the levels are computed as if the block started at GPU 0; they are
+        cached per (shape, dp, pp, tp), which many candidates share.
+        """
+        key = (extent, dp, pp, tp)
+        found = self._group_levels.get(key)
+        if found is None:
+            found = self._group_levels[key] = self._compute_group_levels(extent, dp, pp, tp)
+        return found
+
+    def _compute_group_levels(
+        self, extent: tuple[int, int, int], dp: int, pp: int, tp: int
+    ) -> tuple[str, str, str]:
+        """:meth:`group_levels` without the cache, walking every rank of a multi-node block."""
+        size = extent[0] * extent[1] * extent[2]
+        if size <= self.gpus_per_node:
+            return ("g", "g", "g")
+        worst = {"tp": "g", "pp": "g", "dp": "g"}
+
+        def update(key: str, low: int, high: int) -> None:
+            level = self.range_level(low, high)
+            if LEVEL_ORDER[level] > LEVEL_ORDER[worst[key]]:
+                worst[key] = level
+
+        for replica in range(dp):
+            for offset in range(tp):
+                base = replica * pp * tp + offset
+                update("pp", base, base + (pp - 1) * tp)
+            for stage in range(pp):
+                base = replica * pp * tp + stage * tp
+                update("tp", base, base + tp - 1)
+        for offset in range(pp * tp):
+            update("dp", offset, offset + (dp - 1) * pp * tp)
+        return (worst["tp"], worst["pp"], worst["dp"])

@@ -1,0 +1,395 @@
+"""The candidate directory: time and memory per (vertex, block shape, strategy).
+
+Time and memory depend on a block's shape only, never on its position, so
+they are computed once per (vertex, shape, strategy) and cached here. Every
+consumer — simulator, baselines, local search, exact formulations — reads its
+coefficients from this one directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from rlplan.rpeg.model.blocks import Block, Cluster
+from rlplan.rpeg.model.cost import CostModel, Footprint, Strategy
+from rlplan.rpeg.model.templates import FUSED, SEPARATE, Kind, Template, Vertex, build_template
+from rlplan.rpeg.schema.instance import Instance
+from rlplan.rpeg.schema.pins import Pins, block_pin_problem
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One (vertex, block shape, strategy) with its exact time and per-GPU memory."""
+
+    vertex: int
+    shape: tuple[int, int, int]
+    strategy: Strategy
+    time: float
+    resident: float
+    transient: float
+
+    @property
+    def memory(self) -> float:
+        """Per-GPU bytes when the vertex runs alone on its block."""
+        return self.resident + self.transient
+
+
+def _powers_of_two_dividing(value: int) -> list[int]:
+    result, power = [], 1
+    while value % power == 0 and power <= value:
+        result.append(power)
+        power *= 2
+    return result
+
+
+def strategy_problem(
+    instance: Instance, vertex: Vertex, shape: tuple[int, int, int], strategy: Strategy
+) -> str | None:
+    """Why ``strategy`` is outside the plan space of ``vertex`` on ``shape`` (None if inside).
+
+    The plan space is that of the ``placement`` lists narrowed by the
+    vertex's pin (``placement.pin``, :mod:`rlplan.rpeg.schema.pins`): a strategy breaking
+    a pinned field (or on a block shape other than a pinned extent) is
+    outside it, so :func:`enumerate_strategies`, the candidate directory,
+    every backend and plan files all honour strategy pins.
+    """
+    problem = _list_problem(instance, vertex, shape, strategy)
+    if problem is not None:
+        return problem
+    pin = instance.placement.pin.vertex(vertex.name)
+    if pin is not None:
+        broken = pin.strategy_problem(shape, strategy, instance.workload.sequences)
+        if broken is not None:
+            return f"placement.pin.{vertex.name}: {broken}"
+    return None
+
+
+def _list_problem(
+    instance: Instance, vertex: Vertex, shape: tuple[int, int, int], strategy: Strategy
+) -> str | None:
+    """Why ``strategy`` is outside the plan space of the ``placement`` lists (pins aside)."""
+    spec = instance.models[vertex.model]
+    placement = instance.placement
+    size = shape[0] * shape[1] * shape[2]
+    dp, pp, tp, mb = strategy.dp, strategy.pp, strategy.tp, strategy.microbatches
+    if min(dp, pp, tp, mb) < 1:
+        return "dp, pp, tp and microbatches must be positive"
+    if dp * pp * tp != size:
+        return f"dp*pp*tp = {dp * pp * tp} differs from the block's {size} GPUs"
+    if tp & (tp - 1) or shape[2] % tp:
+        return f"tp {tp} must be a power of two dividing the block's node width {shape[2]}"
+    if spec.heads % tp:
+        return f"tp {tp} does not divide the {spec.heads} attention heads of the {vertex.model}"
+    if pp > spec.layers:
+        return f"pp {pp} exceeds the {spec.layers} layers of the {vertex.model}"
+    if dp > instance.workload.sequences:
+        return f"dp {dp} exceeds the {instance.workload.sequences} sequences of a step"
+    replica = -(-instance.workload.sequences // dp)
+    if vertex.kind is Kind.GENERATE:
+        if mb != 1:
+            return "a rollout has no microbatches (its concurrency replaces them)"
+        if strategy.concurrency not in placement.concurrency:
+            allowed = ", ".join(map(str, placement.concurrency))
+            return f"concurrency {strategy.concurrency} not among placement.concurrency ({allowed})"
+        if strategy.recompute != "none" or strategy.sharding != "zero1" or strategy.offload:
+            return "recompute, sharding and offload apply to train and infer vertices only"
+        return None
+    if strategy.concurrency != 0:
+        return "concurrency applies to generate vertices only"
+    if mb > replica:
+        return f"microbatches {mb} exceed the {replica} sequences per replica"
+    if mb not in placement.microbatch_counts(replica):
+        if placement.microbatches is not None:
+            allowed = ", ".join(map(str, placement.microbatches))
+            return f"microbatches {mb} not among placement.microbatches ({allowed})"
+        allowed = ", ".join(map(str, placement.micro_batch_sizes or ()))
+        return (
+            f"{mb} microbatches of {replica} sequences match no "
+            f"placement.micro_batch_sizes ({allowed})"
+        )
+    if strategy.offload not in placement.offload:
+        return f"offload {str(strategy.offload).lower()} not among placement.offload"
+    if vertex.kind is Kind.TRAIN:
+        if strategy.recompute not in placement.recompute:
+            return f"recompute {strategy.recompute!r} not among placement.recompute"
+        if strategy.sharding not in placement.sharding:
+            return f"sharding {strategy.sharding!r} not among placement.sharding"
+    elif strategy.recompute != "none" or strategy.sharding != "zero1":
+        return "recompute and sharding apply to train vertices only"
+    return None
+
+
+def enumerate_strategies(
+    instance: Instance, vertex: Vertex, shape: tuple[int, int, int]
+) -> list[Strategy]:
+    """Every strategy of the plan space (pins included) for ``vertex`` on a block of ``shape``."""
+    placement = instance.placement
+    size = shape[0] * shape[1] * shape[2]
+    if vertex.kind is Kind.GENERATE:
+        variants = [("none", "zero1", False, c) for c in placement.concurrency]
+    elif vertex.kind is Kind.TRAIN:
+        variants = [
+            (recompute, sharding, offload, 0)
+            for recompute in placement.recompute
+            for sharding in placement.sharding
+            for offload in placement.offload
+        ]
+    else:
+        variants = [("none", "zero1", offload, 0) for offload in placement.offload]
+    strategies = []
+    for tp in _powers_of_two_dividing(shape[2]):
+        if size % tp:
+            continue
+        rest = size // tp
+        for pp in range(1, rest + 1):
+            if rest % pp:
+                continue
+            dp = rest // pp
+            replica = -(-instance.workload.sequences // dp)
+            counts = (1,) if vertex.kind is Kind.GENERATE else placement.microbatch_counts(replica)
+            for mb in counts:
+                for recompute, sharding, offload, concurrency in variants:
+                    strategy = Strategy(dp, pp, tp, mb, recompute, sharding, offload, concurrency)
+                    if strategy_problem(instance, vertex, shape, strategy) is None:
+                        strategies.append(strategy)
+    return strategies
+
+
+class CandidateDirectory:
+    """All candidates of an instance, built once.
+
+    Attributes
+    ----------
+    options
+        ``options[v][shape]``: the candidates of vertex ``v`` on a block of
+        ``shape`` that fit in memory on their own and are not dominated,
+        fastest first. A candidate is dominated when another on the same
+        shape is no slower and needs no more resident and transient memory,
+        and has the same weight layout (tp, pp, ZeRO-3 shards: what pub lags
+        depend on) unless no pub edge touches the vertex: replacing it never
+        lengthens a schedule (durations and lags are no larger) nor raises a
+        GPU's peak, so the optimum over the plan space is unchanged. Only
+        shapes with a block the vertex may use (:meth:`blocks`) appear.
+    """
+
+    def __init__(self, instance: Instance, cluster: Cluster | None = None) -> None:
+        self.instance = instance
+        self.template: Template = build_template(
+            instance.algorithm,
+            instance.engine.recompute_logprobs,
+            instance.engine.reference_model,
+            fused=instance.fused,
+        )
+        #: Directories of the instance's other template (AC-share), built on first use.
+        self._variants: dict[bool, CandidateDirectory] = {instance.fused: self}
+        self.cluster = cluster or Cluster(instance.hardware, instance.placement.min_block_gpus)
+        self.cost = CostModel(instance, self.cluster)
+        self.capacity = instance.hardware.usable_memory
+        self._cache: dict[tuple[int, tuple[int, int, int], Strategy], Candidate] = {}
+        touched = {e.src for e in self.template.pub_edges} | {
+            e.dst for e in self.template.pub_edges
+        }
+        #: Vertices no pub edge touches: their lags depend on blocks only, so
+        #: dominance compares every candidate of a shape, whatever its layout.
+        self._layout_free = frozenset(
+            index for index in range(len(self.template.vertices)) if index not in touched
+        )
+        #: ``allowed[v][shape]``: the blocks of ``shape`` vertex ``v`` may use,
+        #: every block of the shape unless a block pin (``placement.pin``)
+        #: narrows them; shapes without such a block are left out.
+        self.allowed: list[dict[tuple[int, int, int], tuple[Block, ...]]] = []
+        for vertex in self.template.vertices:
+            allowed: dict[tuple[int, int, int], tuple[Block, ...]] = {}
+            for shape, blocks in self.cluster.blocks_by_shape.items():
+                kept = tuple(
+                    block
+                    for block in blocks
+                    if block_pin_problem(instance.placement.pin, vertex.name, block) is None
+                )
+                if kept:
+                    allowed[shape] = kept
+            self.allowed.append(allowed)
+        #: The same blocks as one set per vertex: :meth:`allows` is a hash lookup
+        #: (the concurrent baseline asks it millions of times on 256 GPUs).
+        self._allowed_sets: list[frozenset[Block]] = [
+            frozenset(block for blocks in allowed.values() for block in blocks)
+            for allowed in self.allowed
+        ]
+        self.options: list[dict[tuple[int, int, int], tuple[Candidate, ...]]] = []
+        #: Strategies enumerated, and those fitting in memory alone (before
+        #: dominance pruning); ``size`` counts the candidates kept.
+        self.enumerated = 0
+        self.fitting = 0
+        for index, vertex in enumerate(self.template.vertices):
+            per_shape: dict[tuple[int, int, int], tuple[Candidate, ...]] = {}
+            for shape in self.cluster.shapes:
+                if shape not in self.allowed[index]:
+                    continue
+                strategies = enumerate_strategies(instance, vertex, shape)
+                feasible = [
+                    candidate
+                    for candidate in (
+                        self.candidate(index, shape, strategy) for strategy in strategies
+                    )
+                    if candidate.memory <= self.capacity
+                ]
+                self.enumerated += len(strategies)
+                self.fitting += len(feasible)
+                kept = _non_dominated(feasible, index in self._layout_free)
+                if kept:
+                    per_shape[shape] = tuple(sorted(kept, key=_candidate_order))
+            self.options.append(per_shape)
+
+    @property
+    def fused(self) -> bool:
+        """Whether this directory holds the fused actor-critic (AC-share) template."""
+        return self.template.fused
+
+    def variant(self, fused: bool) -> CandidateDirectory:
+        """The directory of the separate (``fused=False``) or fused template, built once.
+
+        Both share the cluster; the fused one exists only for instances whose
+        plan space includes AC-share (:attr:`Instance.ac_share`).
+        """
+        found = self._variants.get(fused)
+        if found is None:
+            if fused and not self.instance.ac_share:
+                raise ValueError("the instance has no AC-share (fused actor-critic) template")
+            template = FUSED if fused else SEPARATE
+            found = CandidateDirectory(self.instance.restricted(template), self.cluster)
+            found._variants = self._variants
+            self._variants[fused] = found
+        return found
+
+    def for_plan(self, plan) -> CandidateDirectory:
+        """The directory of ``plan``'s template (this one or its AC-share sibling)."""
+        return self if plan.fused == self.fused else self.variant(plan.fused)
+
+    def candidate(self, vertex: int, shape: tuple[int, int, int], strategy: Strategy) -> Candidate:
+        """The candidate of ``vertex`` with ``strategy`` on ``shape`` (computed on first use)."""
+        key = (vertex, shape, strategy)
+        found = self._cache.get(key)
+        if found is None:
+            template_vertex = self.template.vertices[vertex]
+            footprint: Footprint = self.cost.footprint(template_vertex, strategy)
+            found = Candidate(
+                vertex,
+                shape,
+                strategy,
+                self.cost.run_time(template_vertex, shape, strategy),
+                footprint.resident,
+                footprint.transient,
+            )
+            self._cache[key] = found
+        return found
+
+    def blocks(self, vertex: int, shape: tuple[int, int, int]) -> tuple[Block, ...]:
+        """The blocks of ``shape`` that ``vertex`` may use (block pins applied), by start.
+
+        Every consumer of blocks (formulation, local-search moves, baselines,
+        random plans, the exhaustive oracle) takes a vertex's blocks from here.
+        """
+        return self.allowed[vertex].get(shape, ())
+
+    def allows(self, vertex: int, block: Block) -> bool:
+        """Whether ``vertex`` may use ``block`` (it matches the vertex's block pin, if any)."""
+        return block in self._allowed_sets[vertex]
+
+    def fastest(self, vertex: int) -> Candidate | None:
+        """The fastest memory-feasible candidate of ``vertex`` on any shape."""
+        best = None
+        for candidates in self.options[vertex].values():
+            if candidates and (
+                best is None or _candidate_order(candidates[0]) < _candidate_order(best)
+            ):
+                best = candidates[0]
+        return best
+
+    def smallest_shortfall(
+        self, vertex: int, pinned: bool = True
+    ) -> tuple[float, Candidate | None]:
+        """Smallest memory overflow of ``vertex`` over all its strategies (0 if one fits).
+
+        Over the pinned plan space, or with ``pinned=False`` over the plan
+        space without the instance's pins (to tell whether a pin is what
+        makes the vertex fit nowhere); ``(inf, None)`` when it has no
+        strategy at all.
+        """
+        best_overflow, best = float("inf"), None
+        template_vertex = self.template.vertices[vertex]
+        instance = self.instance
+        if not pinned:
+            free = dataclasses.replace(instance.placement, pin=Pins())
+            instance = dataclasses.replace(instance, placement=free)
+        for shape in self.cluster.shapes:
+            if pinned and shape not in self.allowed[vertex]:
+                continue
+            for strategy in enumerate_strategies(instance, template_vertex, shape):
+                candidate = self.candidate(vertex, shape, strategy)
+                overflow = candidate.memory - self.capacity
+                if overflow < best_overflow:
+                    best_overflow, best = overflow, candidate
+        return max(best_overflow, 0.0), best
+
+    @property
+    def size(self) -> int:
+        """Number of (vertex, shape, strategy) candidates kept."""
+        return sum(len(c) for per_shape in self.options for c in per_shape.values())
+
+    def assignment_count(self) -> int:
+        """Number of (vertex, block, strategy) assignments."""
+        return sum(
+            len(candidates) * len(self.blocks(vertex, shape))
+            for vertex, per_shape in enumerate(self.options)
+            for shape, candidates in per_shape.items()
+        )
+
+
+def _candidate_order(candidate: Candidate) -> tuple:
+    strategy = candidate.strategy
+    return (
+        candidate.time,
+        candidate.memory,
+        strategy.tp,
+        strategy.pp,
+        strategy.microbatches,
+        strategy.concurrency,
+        strategy.recompute,
+        strategy.sharding,
+        strategy.offload,
+    )
+
+
+def _dominance_key(candidate: Candidate, layout_free: bool) -> tuple:
+    """Candidates compared for dominance: those whose pub lags are the same.
+
+    Without pub edges the layout does not matter. A ZeRO-3 layout sharded over
+    dp > 1 equals no user's layout, so every such candidate pays the same pub
+    lags whatever its (tp, pp).
+    """
+    if layout_free:
+        return ()
+    layout = candidate.strategy.layout
+    return layout if layout[2] == 1 else ("sharded over dp",)
+
+
+def _non_dominated(candidates: list[Candidate], layout_free: bool = False) -> list[Candidate]:
+    groups: dict[tuple, list[Candidate]] = {}
+    for candidate in candidates:
+        groups.setdefault(_dominance_key(candidate, layout_free), []).append(candidate)
+    kept = []
+    for group in groups.values():
+        group.sort(key=lambda c: (c.time, c.resident, c.transient, *_candidate_order(c)))
+        front: list[Candidate] = []
+        for candidate in group:
+            dominated = any(
+                other.time <= candidate.time
+                and other.resident <= candidate.resident
+                and other.transient <= candidate.transient
+                for other in front
+            )
+            if not dominated:
+                front.append(candidate)
+        kept.extend(front)
+    return kept

@@ -1,0 +1,165 @@
+"""Everything derived from an instance once: candidate directory, simulator, bounds."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from rlplan.rpeg.evaluation.bounds import LowerBounds, lower_bounds
+from rlplan.rpeg.evaluation.simulator import Simulator
+from rlplan.rpeg.model.candidates import CandidateDirectory
+from rlplan.rpeg.model.plan import Plan
+from rlplan.rpeg.model.templates import FUSED
+from rlplan.rpeg.schema.instance import Instance, load_instance
+from rlplan.rpeg.schema.pins import pin_words
+
+
+@dataclass
+class Problem:
+    """An instance with its candidate directory and simulator, built once and shared.
+
+    For an AC-share instance (PPO with ``staleness_candidates.ac_share``) the
+    plan space holds two templates (:attr:`templates`): the problem's
+    directory and simulator are the separate template's, :meth:`variant`
+    gives the problem restricted to one template (the fused one has its own
+    directory and simulator), and :meth:`for_plan` the problem of a plan's
+    template. The simulator judges plans of either template.
+    """
+
+    instance: Instance
+    directory: CandidateDirectory
+    simulator: Simulator
+    _variants: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_instance(cls, instance: Instance) -> Problem:
+        """Build the directory and simulator of ``instance``."""
+        directory = CandidateDirectory(instance)
+        return cls(instance, directory, Simulator(directory))
+
+    @property
+    def templates(self) -> tuple[str, ...]:
+        """The templates of this problem's plan space (``separate``, ``ac_share`` or both)."""
+        return self.instance.templates
+
+    @property
+    def score_factor(self) -> float:
+        """What this problem's makespans are multiplied by in the objective.
+
+        ``1 + lambda_ac`` when the problem is restricted to the fused
+        template, else 1 (a problem with both templates reports scores).
+        """
+        return self.instance.score_factor(self.instance.fused)
+
+    def variant(self, template: str) -> Problem:
+        """This problem restricted to ``template`` (``separate`` or ``ac_share``), built once.
+
+        The separate variant shares this problem's directory and simulator.
+        """
+        if self.instance.template == template:
+            return self
+        found = self._variants.get(template)
+        if found is None:
+            instance = self.instance.restricted(template)
+            fused = template == FUSED
+            found = Problem(instance, self.directory.variant(fused), self.simulator.variant(fused))
+            found._variants = self._variants
+            self._variants[template] = found
+        return found
+
+    def for_plan(self, plan: Plan) -> Problem:
+        """The problem (restricted to one template when needed) whose directory fits ``plan``."""
+        if plan.fused == self.directory.fused:
+            return self
+        return self.variant(plan.template)
+
+    @cached_property
+    def score_bound(self) -> float:
+        """Plan-independent lower bound on the score over this problem's plan space.
+
+        The bound of :attr:`bounds` for one template (times ``1 + lambda_ac``
+        for the fused one); over both templates, the smaller of the two.
+        """
+        if len(self.templates) == 1:
+            return self.variant(self.templates[0]).bounds.best * self.instance.score_factor(
+                self.templates[0] == FUSED
+            )
+        return min(self.variant(template).score_bound for template in self.templates)
+
+    @property
+    def score_bound_source(self) -> str:
+        """The plan-independent bound :attr:`score_bound` is: ``critical_path`` or ``compute``."""
+        if len(self.templates) == 1:
+            return self.variant(self.templates[0]).bounds.source
+        weakest = min(self.templates, key=lambda template: self.variant(template).score_bound)
+        return self.variant(weakest).score_bound_source
+
+    @classmethod
+    def load(cls, path: str) -> Problem:
+        """Load an instance file and build its problem."""
+        return cls.from_instance(load_instance(path))
+
+    @cached_property
+    def bounds(self) -> LowerBounds:
+        """Plan-independent lower bounds on the makespan."""
+        return lower_bounds(self.directory)
+
+    def unplaceable(self) -> list[tuple[str, float]]:
+        """Vertices that fit on no block, with their smallest memory shortfall in bytes.
+
+        Over both templates of an AC-share problem, only when *both* have such
+        a vertex (the vertices of each are listed); one placeable template is
+        enough for a plan.
+        """
+        if len(self.templates) > 1:
+            per_template = [self.variant(t).unplaceable() for t in self.templates]
+            if all(per_template):
+                return [item for missing in per_template for item in missing]
+            return []
+        missing = []
+        for index, vertex in enumerate(self.directory.template.vertices):
+            if not self.directory.options[index]:
+                shortfall, _ = self.directory.smallest_shortfall(index)
+                missing.append((vertex.name, shortfall))
+        return missing
+
+    def unplaceable_reason(self, name: str, shortfall: float) -> str:
+        """Why vertex ``name`` fits on no block, in one sentence naming its pin if it has one.
+
+        Parameters
+        ----------
+        name
+            A vertex from :meth:`unplaceable`.
+        shortfall
+            Its smallest memory shortfall in bytes (``inf``: no strategy at all).
+
+        Returns
+        -------
+        str
+            E.g. ``actor.train fits on no block under placement.pin.actor.train
+            {recompute: none}: its leanest strategy needs 17.43 GB per GPU, 2.31 GB
+            more than the usable 15.12 GB (without the pin it fits)``.
+        """
+        directory = self.directory
+        if name not in directory.template.names and len(self.templates) > 1:
+            return self.variant(FUSED).unplaceable_reason(name, shortfall)
+        pin = self.instance.placement.pin.vertex(name)
+        pinned = "" if pin is None else f" under placement.pin.{name} {pin_words(pin)}"
+        capacity = directory.capacity
+        if math.isinf(shortfall):
+            if pin is None:
+                return f"{name} has no strategy in the plan space of the placement lists"
+            return (
+                f"{name} has no strategy{pinned}: no block and strategy of the plan space match it"
+            )
+        reason = (
+            f"{name} fits on no block{pinned}: its leanest strategy needs "
+            f"{(capacity + shortfall) / 1e9:.2f} GB per GPU, {shortfall / 1e9:.2f} GB "
+            f"more than the usable {capacity / 1e9:.2f} GB"
+        )
+        if pin is not None:
+            free, _ = directory.smallest_shortfall(directory.template.index(name), pinned=False)
+            if free <= 0:
+                reason += " (without the pin it fits)"
+        return reason

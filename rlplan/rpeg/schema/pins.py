@@ -1,0 +1,445 @@
+"""Pins (what-if): parts of a plan the user fixes, ``placement.pin`` in the instance.
+
+A pin fixes any subset of a vertex's block (``origin`` and/or ``extent``, as in
+plan files), its ``dp``/``pp``/``tp``, its micro-batching (``microbatches`` or
+``micro_batch_size``), ``recompute``, ``sharding``, ``offload`` and
+``concurrency``, and any trained model's staleness::
+
+    placement:
+      pin:
+        actor.generate: {tp: 1, dp: 16}     # rollout on tp 1 across all GPUs
+        actor.train: {recompute: full, block: {extent: [1, 2, 8]}}
+        staleness: {actor: 1}
+
+Pins are applied once, where the plan space is defined, so every backend
+inherits them:
+
+* strategy pins are a filter of :func:`rlplan.rpeg.model.candidates.strategy_problem` (so
+  of :func:`rlplan.rpeg.model.candidates.enumerate_strategies` and of plan files);
+* block pins are an allowed-block filter of the candidate directory
+  (:meth:`rlplan.rpeg.model.candidates.CandidateDirectory.blocks`), which every consumer
+  of blocks reads;
+* staleness pins narrow ``optimizer.staleness_candidates`` when the instance
+  is parsed.
+
+A pinned value outside the plan-space lists of ``placement`` (or of
+``optimizer.staleness_candidates``), an unknown vertex or field, or a field
+that does not apply to the vertex's kind is a one-line
+:class:`~rlplan.rpeg.errors.InstanceError` naming its path
+(``placement.pin.actor.generate.tp: ...``). A pin the plan space cannot
+satisfy (no strategy, or none that fits in memory) is an infeasibility,
+diagnosed like any other (:func:`pin_words` names it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+from rlplan.rpeg.errors import InstanceError, did_you_mean
+from rlplan.rpeg.model.templates import Kind, build_template
+
+if TYPE_CHECKING:
+    from rlplan.rpeg.model.blocks import Block
+    from rlplan.rpeg.model.cost import Strategy
+    from rlplan.rpeg.schema.instance import EngineConfig, Hardware, OptimizerConfig, PlacementConfig
+
+#: Pin fields per vertex kind, in the order plan files write them.
+STRATEGY_FIELDS: dict[Kind, tuple[str, ...]] = {
+    Kind.GENERATE: ("dp", "pp", "tp", "concurrency"),
+    Kind.INFER: ("dp", "pp", "tp", "microbatches", "micro_batch_size", "offload"),
+    Kind.TRAIN: (
+        "dp",
+        "pp",
+        "tp",
+        "microbatches",
+        "micro_batch_size",
+        "recompute",
+        "sharding",
+        "offload",
+    ),
+}
+_ALL_FIELDS = ("block", *STRATEGY_FIELDS[Kind.TRAIN], "concurrency")
+_APPLIES = {
+    "concurrency": "generate vertices only",
+    "microbatches": "train and infer vertices only",
+    "micro_batch_size": "train and infer vertices only",
+    "offload": "train and infer vertices only",
+    "recompute": "train vertices only",
+    "sharding": "train vertices only",
+}
+
+
+@dataclass(frozen=True)
+class VertexPin:
+    """The pinned fields of one vertex (``None``: free).
+
+    Attributes
+    ----------
+    origin, extent
+        The block's origin and extent (rack, node, gpu) as in plan files.
+    dp, pp, tp, microbatches, micro_batch_size, recompute, sharding, offload, concurrency
+        Strategy fields as in plan files; ``micro_batch_size`` is sequences
+        per microbatch and replica, ``ceil(ceil(B*K/dp) / microbatches)``.
+    """
+
+    origin: tuple[int, int, int] | None = None
+    extent: tuple[int, int, int] | None = None
+    dp: int | None = None
+    pp: int | None = None
+    tp: int | None = None
+    microbatches: int | None = None
+    micro_batch_size: int | None = None
+    recompute: str | None = None
+    sharding: str | None = None
+    offload: bool | None = None
+    concurrency: int | None = None
+
+    def pinned(self) -> dict[str, Any]:
+        """The pinned fields by name (``origin``/``extent`` for the block), in field order."""
+        return {
+            f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None
+        }
+
+    def allows_block(self, block: Block) -> bool:
+        """Whether ``block`` matches the pinned origin and extent."""
+        return (self.origin is None or block.origin == self.origin) and (
+            self.extent is None or block.extent == self.extent
+        )
+
+    def strategy_problem(
+        self, shape: tuple[int, int, int], strategy: Strategy, sequences: int
+    ) -> str | None:
+        """Which pinned field ``strategy`` on a block of ``shape`` breaks (None: none).
+
+        Parameters
+        ----------
+        shape
+            The block's extent.
+        strategy
+            The strategy.
+        sequences
+            Sequences of one step, ``B*K`` (for ``micro_batch_size``).
+
+        Returns
+        -------
+        str or None
+            ``"extent [1, 1, 2] pinned, got [1, 1, 1]"`` style text naming the
+            first field that differs.
+        """
+        if self.extent is not None and tuple(shape) != self.extent:
+            return f"extent {list(self.extent)} pinned, got {list(shape)}"
+        for name in ("dp", "pp", "tp", "microbatches", "recompute", "sharding", "offload"):
+            wanted = getattr(self, name)
+            if wanted is not None and getattr(strategy, name) != wanted:
+                return f"{name} {_word(wanted)} pinned, got {_word(getattr(strategy, name))}"
+        if self.concurrency is not None and strategy.concurrency != self.concurrency:
+            return f"concurrency {self.concurrency} pinned, got {strategy.concurrency}"
+        if self.micro_batch_size is not None:
+            held = math.ceil(math.ceil(sequences / strategy.dp) / strategy.microbatches)
+            if held != self.micro_batch_size:
+                return f"micro_batch_size {self.micro_batch_size} pinned, got {held}"
+        return None
+
+
+@dataclass(frozen=True)
+class Pins:
+    """Every pin of an instance (``placement.pin``); empty by default.
+
+    Attributes
+    ----------
+    vertices
+        ``(vertex name, pin)`` pairs in template order.
+    staleness
+        ``(model, staleness)`` pairs of the pinned trained models.
+    """
+
+    vertices: tuple[tuple[str, VertexPin], ...] = ()
+    staleness: tuple[tuple[str, int], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.vertices or self.staleness)
+
+    def vertex(self, name: str) -> VertexPin | None:
+        """The pin of vertex ``name`` (None when it has none)."""
+        for pinned, pin in self.vertices:
+            if pinned == name:
+                return pin
+        return None
+
+    def pinned_fields(self, name: str) -> frozenset[str]:
+        """Names of the fields pinned on vertex ``name`` (``block`` for origin or extent)."""
+        pin = self.vertex(name)
+        if pin is None:
+            return frozenset()
+        names = set(pin.pinned())
+        if names & {"origin", "extent"}:
+            names -= {"origin", "extent"}
+            names.add("block")
+        return frozenset(names)
+
+    def staleness_of(self, model: str) -> int | None:
+        """The pinned staleness of ``model`` (None when free)."""
+        return dict(self.staleness).get(model)
+
+
+def _word(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def pin_words(pin: VertexPin) -> str:
+    """A pin as it is written in the instance, e.g. ``{tp: 1, dp: 16}``."""
+    parts = []
+    for name, value in pin.pinned().items():
+        shown = list(value) if isinstance(value, tuple) else _word(value)
+        parts.append(f"{name}: {shown}")
+    return "{" + ", ".join(parts) + "}"
+
+
+def block_pin_problem(pins: Pins, name: str, block: Block) -> str | None:
+    """Why ``block`` breaks the block pin of vertex ``name`` (None if it does not)."""
+    pin = pins.vertex(name)
+    if pin is None or pin.allows_block(block):
+        return None
+    return (
+        f"block origin {list(block.origin)} extent {list(block.extent)} is outside "
+        f"placement.pin.{name} {pin_words(pin)}"
+    )
+
+
+def _triple(raw: Any, path: str, minimum: int) -> tuple[int, int, int]:
+    if (
+        not isinstance(raw, list | tuple)
+        or len(raw) != 3
+        or not all(isinstance(x, int) and not isinstance(x, bool) and x >= minimum for x in raw)
+    ):
+        from rlplan.rpeg.schema.instance import _describe
+
+        kind = "positive integers" if minimum > 0 else "integers >= 0"
+        raise InstanceError(path, f"must be three {kind} [rack, node, gpu], got {_describe(raw)}")
+    return (raw[0], raw[1], raw[2])
+
+
+def _parse_block(
+    raw: Any, path: str, hardware: Hardware, placement: PlacementConfig
+) -> tuple[tuple[int, int, int] | None, tuple[int, int, int] | None]:
+    """Origin and extent of a block pin; each must match some block of the plan space."""
+    from rlplan.rpeg.model.blocks import Cluster
+    from rlplan.rpeg.schema.instance import check_keys, mapping
+
+    section = mapping(raw, path)
+    check_keys(section, ("origin", "extent"), path)
+    if not section:
+        raise InstanceError(path, "pin origin, extent or both")
+    origin = (
+        None if section.get("origin") is None else _triple(section["origin"], f"{path}.origin", 0)
+    )
+    extent = (
+        None if section.get("extent") is None else _triple(section["extent"], f"{path}.extent", 1)
+    )
+    cluster = Cluster(hardware, placement.min_block_gpus)
+    matching = [
+        block
+        for block in cluster.blocks
+        if (origin is None or block.origin == origin) and (extent is None or block.extent == extent)
+    ]
+    if not matching:
+        where = f"{path}.extent" if origin is None else f"{path}.origin" if extent is None else path
+        described = " ".join(
+            f"{key} {list(value)}"
+            for key, value in (("origin", origin), ("extent", extent))
+            if value
+        )
+        raise InstanceError(
+            where,
+            f"no block of the plan space has {described} (blocks are aligned power-of-two "
+            f"GPUs in a node, nodes in a rack, racks, or the whole "
+            f"{hardware.racks}x{hardware.nodes_per_rack}x{hardware.gpus_per_node} cluster"
+            + (
+                f", at least {placement.min_block_gpus} GPUs"
+                if placement.min_block_gpus > 1
+                else ""
+            )
+            + ")",
+        )
+    return origin, extent
+
+
+def _in_list(value: Any, allowed: tuple[Any, ...] | None, path: str, listed: str) -> None:
+    if allowed is not None and value not in allowed:
+        shown = ", ".join(_word(a) for a in allowed)
+        raise InstanceError(path, f"{_word(value)} is not among {listed} ({shown})")
+
+
+def _parse_vertex(
+    raw: Any,
+    path: str,
+    kind: Kind,
+    hardware: Hardware,
+    placement: PlacementConfig,
+) -> VertexPin:
+    from rlplan.rpeg.schema.instance import (
+        RECOMPUTE_CHOICES,
+        SHARDING_CHOICES,
+        _describe,
+        boolean,
+        mapping,
+        positive_int,
+    )
+
+    section = mapping(raw, path)
+    allowed = ("block", *STRATEGY_FIELDS[kind])
+    for key in section:
+        if key in allowed:
+            continue
+        if key in _APPLIES:
+            raise InstanceError(f"{path}.{key}", f"applies to {_APPLIES[key]}")
+        raise InstanceError(
+            f"{path}.{key}",
+            f"unknown field{did_you_mean(key, _ALL_FIELDS)} (allowed: {', '.join(allowed)})",
+        )
+    if not section:
+        raise InstanceError(path, f"pin at least one field ({', '.join(allowed)})")
+    values: dict[str, Any] = {}
+    if section.get("block") is not None:
+        values["origin"], values["extent"] = _parse_block(
+            section["block"], f"{path}.block", hardware, placement
+        )
+    for name in ("dp", "pp", "tp", "microbatches", "micro_batch_size", "concurrency"):
+        if section.get(name) is not None:
+            values[name] = positive_int(section[name], f"{path}.{name}")
+    if "microbatches" in values and "micro_batch_size" in values:
+        raise InstanceError(
+            f"{path}.micro_batch_size", "pin microbatches or micro_batch_size, not both"
+        )
+    if "microbatches" in values:
+        _in_list(
+            values["microbatches"],
+            placement.microbatches,
+            f"{path}.microbatches",
+            "placement.microbatches",
+        )
+    if "micro_batch_size" in values:
+        _in_list(
+            values["micro_batch_size"],
+            placement.micro_batch_sizes,
+            f"{path}.micro_batch_size",
+            "placement.micro_batch_sizes",
+        )
+    if "concurrency" in values:
+        _in_list(
+            values["concurrency"],
+            placement.concurrency,
+            f"{path}.concurrency",
+            "placement.concurrency",
+        )
+    for name, choices in (("recompute", RECOMPUTE_CHOICES), ("sharding", SHARDING_CHOICES)):
+        if section.get(name) is None:
+            continue
+        value = section[name]
+        if value not in choices:
+            raise InstanceError(
+                f"{path}.{name}", f"must be one of {', '.join(choices)}, got {_describe(value)}"
+            )
+        _in_list(value, getattr(placement, name), f"{path}.{name}", f"placement.{name}")
+        values[name] = value
+    if section.get("offload") is not None:
+        values["offload"] = boolean(section["offload"], f"{path}.offload")
+        _in_list(values["offload"], placement.offload, f"{path}.offload", "placement.offload")
+    return VertexPin(**values)
+
+
+def parse_pins(
+    raw: Any,
+    algorithm: str,
+    engine: EngineConfig,
+    hardware: Hardware,
+    placement: PlacementConfig,
+    optimizer: OptimizerConfig,
+) -> Pins:
+    """Build :class:`Pins` from ``placement.pin`` and check it against the plan space.
+
+    Parameters
+    ----------
+    raw
+        The ``placement.pin`` mapping (None: no pins).
+    algorithm, engine
+        Decide the template's vertices.
+    hardware, placement, optimizer
+        The plan space pinned values must lie in.
+
+    Returns
+    -------
+    Pins
+        Vertex pins in template order and staleness pins.
+
+    Raises
+    ------
+    InstanceError
+        Naming the path of an unknown vertex, model or field, a malformed
+        value, or a value outside the plan-space lists.
+    """
+    from rlplan.rpeg.schema.instance import mapping, nonnegative_int
+
+    if raw is None:
+        return Pins()
+    section = mapping(raw, "placement.pin")
+    template = build_template(algorithm, engine.recompute_logprobs, engine.reference_model)
+    names = template.names
+    for key in section:
+        if key != "staleness" and key not in names:
+            raise InstanceError(
+                f"placement.pin.{key}",
+                f"the {algorithm} instance has no such vertex"
+                f"{did_you_mean(key, (*names, 'staleness'))} "
+                f"(allowed: {', '.join(names)}, staleness)",
+            )
+    vertices = tuple(
+        (
+            vertex.name,
+            _parse_vertex(
+                section[vertex.name],
+                f"placement.pin.{vertex.name}",
+                vertex.kind,
+                hardware,
+                placement,
+            ),
+        )
+        for vertex in template.vertices
+        if section.get(vertex.name) is not None
+    )
+    staleness: list[tuple[str, int]] = []
+    if section.get("staleness") is not None:
+        stale = mapping(section["staleness"], "placement.pin.staleness")
+        trained = template.trained_models
+        for model, value in stale.items():
+            path = f"placement.pin.staleness.{model}"
+            if model not in trained:
+                raise InstanceError(
+                    path,
+                    f"{algorithm} trains no such model{did_you_mean(model, trained)} "
+                    f"(trained: {', '.join(trained)})",
+                )
+            steps = nonnegative_int(value, path)
+            _in_list(
+                steps,
+                optimizer.staleness_candidates[model],
+                path,
+                f"optimizer.staleness_candidates.{model}",
+            )
+            staleness.append((model, steps))
+    return Pins(vertices, tuple(sorted(staleness)))
+
+
+def narrowed_staleness(
+    candidates: Mapping[str, tuple[int, ...]], pins: Pins
+) -> dict[str, tuple[int, ...]]:
+    """``optimizer.staleness_candidates`` with each pinned model reduced to its pin."""
+    narrowed = dict(candidates)
+    for model, steps in pins.staleness:
+        narrowed[model] = (steps,)
+    return narrowed

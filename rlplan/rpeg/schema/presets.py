@@ -1,0 +1,613 @@
+"""Named GPUs and models for instance files, and Hugging Face ``config.json`` reading.
+
+Three shortcuts fill instance fields so a user need not copy numbers by hand
+(DESIGN.md section 3):
+
+* ``hardware: {preset: h100-sxm-80g, racks: 1, nodes_per_rack: 2,
+  gpus_per_node: 8}`` fills ``flops_per_gpu``, ``memory_per_gpu``,
+  ``memory_bandwidth`` and the eighteen ``alpha_*`` / ``beta_*``
+  communication figures from :data:`GPU_PRESETS`;
+* ``models.<role>: {preset: llama-3.1-8b}`` fills the shape from
+  :data:`MODEL_PRESETS`;
+* ``models.<role>: {hf_config: path/to/config.json}`` reads the shape from a
+  Hugging Face config file, offline (a relative path is relative to the
+  instance file).
+
+Any field written next to a preset or ``hf_config`` overrides the value it
+would fill. The functions here only build the raw mapping of instance
+fields; :mod:`rlplan.rpeg.schema.instance` validates the result like hand-written input.
+
+Sources. Compute, memory and the intra-node link of every GPU are vendor
+figures (the datasheet each preset names); BF16 figures are *dense* (the
+datasheets' headline figures with sparsity halved). The inter-node figure is
+the typical InfiniBand (or Ethernet) rail per GPU of such clusters, an
+assumption unless stated, and the inter-rack figure is half of it (an
+assumption, as in the shipped instances). Bandwidths are per direction.
+Latencies (``alpha_*``) are typical NCCL small-message figures, estimates
+rather than datasheet numbers; they are the ones the shipped instances use.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rlplan.rpeg.errors import InstanceError, did_you_mean
+
+LEVELS = ("g", "n", "r")
+
+#: Collective and point-to-point latencies (s) at levels g, n, r of GPUs
+#: joined by NVLink 4 inside a node and NDR InfiniBand across nodes
+#: (estimates: typical NCCL small-message figures; the shipped H100 and H20
+#: instances use them).
+NVLINK_ALPHA_COLL = (5e-6, 1e-5, 2e-5)
+NVLINK_ALPHA_P2P = (3e-6, 8e-6, 1.5e-5)
+#: The same for NVLink 3 and HDR InfiniBand (A100; estimates, a little higher;
+#: the shipped A100 instances use them).
+NVLINK3_ALPHA_COLL = (6e-6, 1.2e-5, 2.5e-5)
+NVLINK3_ALPHA_P2P = (4e-6, 1e-5, 2e-5)
+#: The same for GPUs that talk over PCIe inside a node (estimates; the
+#: shipped RTX 4090 instances use them).
+PCIE_ALPHA_COLL = (1e-5, 2e-5, 4e-5)
+PCIE_ALPHA_P2P = (8e-6, 1.5e-5, 3e-5)
+
+
+@dataclass(frozen=True)
+class GpuPreset:
+    """Datasheet figures of one GPU and the links of a typical cluster of them.
+
+    Attributes
+    ----------
+    name
+        Preset name as written in ``hardware.preset``.
+    title
+        The product's full name.
+    flops_per_gpu
+        Dense BF16 tensor FLOP/s.
+    memory_per_gpu
+        Bytes of device memory.
+    memory_bandwidth
+        Device memory bytes/s.
+    bandwidth
+        Per-direction bytes/s inside a node (g), across nodes of a rack (n)
+        and across racks (r); used for collectives and point-to-point alike.
+    alpha_coll, alpha_p2p
+        Latencies (s) at levels g, n, r.
+    source
+        Where the figures come from, and which are assumptions.
+    """
+
+    name: str
+    title: str
+    flops_per_gpu: float
+    memory_per_gpu: float
+    memory_bandwidth: float
+    bandwidth: tuple[float, float, float]
+    alpha_coll: tuple[float, float, float]
+    alpha_p2p: tuple[float, float, float]
+    source: str
+
+    def fields(self) -> dict[str, float]:
+        """The ``hardware`` fields this preset fills, keyed as in the instance file.
+
+        Returns
+        -------
+        dict[str, float]
+            ``flops_per_gpu``, ``memory_per_gpu``, ``memory_bandwidth`` and
+            ``alpha_coll_g`` ... ``beta_p2p_r`` (betas as bytes/s).
+        """
+        values: dict[str, float] = {
+            "flops_per_gpu": self.flops_per_gpu,
+            "memory_per_gpu": self.memory_per_gpu,
+            "memory_bandwidth": self.memory_bandwidth,
+        }
+        for mode, alphas in (("coll", self.alpha_coll), ("p2p", self.alpha_p2p)):
+            for index, level in enumerate(LEVELS):
+                values[f"alpha_{mode}_{level}"] = alphas[index]
+                values[f"beta_{mode}_{level}"] = self.bandwidth[index]
+        return values
+
+
+_GPUS = (
+    # NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100):
+    # H100 SXM BF16 1,979 TFLOP/s with sparsity = 989 dense; 80 GB HBM3 at
+    # 3.35 TB/s; NVLink 900 GB/s bidirectional = 450 GB/s per direction.
+    # Assumed: one 400 Gb/s NDR InfiniBand rail per GPU (the DGX H100 layout,
+    # 8 x ConnectX-7) = 50 GB/s across nodes; half that across racks.
+    GpuPreset(
+        "h100-sxm-80g",
+        "NVIDIA H100 SXM5 80GB",
+        989e12,
+        80e9,
+        3.35e12,
+        (450e9, 50e9, 25e9),
+        NVLINK_ALPHA_COLL,
+        NVLINK_ALPHA_P2P,
+        "NVIDIA H100 datasheet (dense BF16, HBM3, NVLink 4); 400 Gb/s NDR IB per GPU and "
+        "half of it across racks assumed",
+    ),
+    # NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200):
+    # H200 SXM BF16 1,979 TFLOP/s with sparsity = 989 dense; 141 GB HBM3e at
+    # 4.8 TB/s; NVLink 900 GB/s bidirectional = 450 GB/s per direction.
+    # Assumed: 400 Gb/s NDR InfiniBand per GPU (DGX H200) = 50 GB/s; half across racks.
+    GpuPreset(
+        "h200-sxm-141g",
+        "NVIDIA H200 SXM 141GB",
+        989e12,
+        141e9,
+        4.8e12,
+        (450e9, 50e9, 25e9),
+        NVLINK_ALPHA_COLL,
+        NVLINK_ALPHA_P2P,
+        "NVIDIA H200 datasheet (dense BF16, HBM3e, NVLink 4); 400 Gb/s NDR IB per GPU and "
+        "half of it across racks assumed",
+    ),
+    # NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100):
+    # BF16 312 TFLOP/s dense (624 with sparsity); A100 80GB SXM: HBM2e at
+    # 2,039 GB/s; NVLink 3 600 GB/s bidirectional = 300 GB/s per direction.
+    # Assumed: one 200 Gb/s HDR InfiniBand rail per GPU (the DGX A100 layout)
+    # = 25 GB/s across nodes; half across racks.
+    GpuPreset(
+        "a100-sxm-80g",
+        "NVIDIA A100 SXM4 80GB",
+        312e12,
+        80e9,
+        2.039e12,
+        (300e9, 25e9, 12.5e9),
+        NVLINK3_ALPHA_COLL,
+        NVLINK3_ALPHA_P2P,
+        "NVIDIA A100 datasheet (dense BF16, HBM2e, NVLink 3); 200 Gb/s HDR IB per GPU and "
+        "half of it across racks assumed",
+    ),
+    # The same datasheet, A100 40GB SXM: HBM2 at 1,555 GB/s; otherwise as above.
+    GpuPreset(
+        "a100-sxm-40g",
+        "NVIDIA A100 SXM4 40GB",
+        312e12,
+        40e9,
+        1.555e12,
+        (300e9, 25e9, 12.5e9),
+        NVLINK3_ALPHA_COLL,
+        NVLINK3_ALPHA_P2P,
+        "NVIDIA A100 datasheet (dense BF16, HBM2, NVLink 3); 200 Gb/s HDR IB per GPU and "
+        "half of it across racks assumed",
+    ),
+    # NVIDIA publishes no H20 datasheet in public; the figures verl uses:
+    # 148 TFLOP/s dense BF16 (volcengine/verl verl/utils/flops_counter.py,
+    # "H20": 148e12), 96 GB HBM3 at 4.0 TB/s and NVLink 900 GB/s bidirectional
+    # = 450 GB/s per direction (willitrunai.com, H20 96GB page); the shipped
+    # instances/published/verl_dapo_qwen25_math_7b_16_h20.yaml uses the same.
+    # Assumed: 400 Gb/s InfiniBand per GPU = 50 GB/s; half across racks.
+    GpuPreset(
+        "h20-96g",
+        "NVIDIA H20 96GB",
+        148e12,
+        96e9,
+        4.0e12,
+        (450e9, 50e9, 25e9),
+        NVLINK_ALPHA_COLL,
+        NVLINK_ALPHA_P2P,
+        "no public NVIDIA datasheet: verl's flops_counter.py (148 TFLOP/s) and third-party "
+        "specifications (96 GB HBM3, 4.0 TB/s, NVLink 900 GB/s); 400 Gb/s IB per GPU and "
+        "half of it across racks assumed",
+    ),
+    # NVIDIA L40S datasheet (nvidia.com/en-us/data-center/l40s): BF16 tensor
+    # 362.05 TFLOP/s dense (733 with sparsity); 48 GB GDDR6 at 864 GB/s; no
+    # NVLink: PCIe Gen4 x16, 64 GB/s bidirectional = 32 GB/s raw per direction.
+    # Assumed: about 25 GB/s achieved over PCIe (as for the RTX 4090 below);
+    # 100 Gb/s Ethernet per GPU = 12.5 GB/s across nodes; half across racks.
+    GpuPreset(
+        "l40s-48g",
+        "NVIDIA L40S 48GB",
+        362.05e12,
+        48e9,
+        864e9,
+        (25e9, 12.5e9, 6.25e9),
+        PCIE_ALPHA_COLL,
+        PCIE_ALPHA_P2P,
+        "NVIDIA L40S datasheet (dense BF16, GDDR6, PCIe Gen4 x16 without NVLink); ~25 GB/s "
+        "achieved over PCIe, 100 GbE per GPU and half of it across racks assumed",
+    ),
+    # NVIDIA Ada Lovelace GPU architecture whitepaper (RTX 4090): peak BF16
+    # tensor with FP32 accumulate 165.2 TFLOP/s dense (330.4 with sparsity);
+    # 24 GB GDDR6X at 1,008 GB/s; no NVLink: PCIe 4.0 x16 (32 GB/s raw per
+    # direction). Assumed: ~25 GB/s achieved over PCIe, 100 GbE across nodes
+    # (12.5 GB/s), half across racks; the shipped tiny instances use the same.
+    GpuPreset(
+        "rtx-4090-24g",
+        "NVIDIA GeForce RTX 4090 24GB",
+        165e12,
+        24e9,
+        1.008e12,
+        (25e9, 12.5e9, 6.25e9),
+        PCIE_ALPHA_COLL,
+        PCIE_ALPHA_P2P,
+        "NVIDIA Ada Lovelace whitepaper (dense BF16 with FP32 accumulate, GDDR6X, PCIe 4.0 "
+        "x16); ~25 GB/s achieved over PCIe, 100 GbE per GPU and half of it across racks "
+        "assumed",
+    ),
+)
+
+#: GPU presets by name.
+GPU_PRESETS: dict[str, GpuPreset] = {preset.name: preset for preset in _GPUS}
+
+#: Other spellings accepted for a GPU preset.
+GPU_ALIASES: dict[str, str] = {
+    "h100": "h100-sxm-80g",
+    "h100-sxm": "h100-sxm-80g",
+    "h100-80g": "h100-sxm-80g",
+    "h200": "h200-sxm-141g",
+    "h200-sxm": "h200-sxm-141g",
+    "a100": "a100-sxm-80g",
+    "a100-80g": "a100-sxm-80g",
+    "a100-sxm": "a100-sxm-80g",
+    "a100-40g": "a100-sxm-40g",
+    "h20": "h20-96g",
+    "l40s": "l40s-48g",
+    "rtx-4090": "rtx-4090-24g",
+    "rtx4090": "rtx-4090-24g",
+    "4090": "rtx-4090-24g",
+}
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    """The shape of a published model, as its Hugging Face ``config.json`` gives it.
+
+    Attributes
+    ----------
+    name
+        Preset name as written in ``models.<role>.preset``.
+    repository
+        The Hugging Face repository whose ``config.json`` the shape is taken
+        from (``huggingface.co/<repository>/blob/main/config.json``).
+    layers, hidden_dim, ffn_dim, vocab_size
+        ``num_hidden_layers``, ``hidden_size``, ``intermediate_size``, ``vocab_size``.
+    attention_heads, kv_heads, head_dim
+        ``num_attention_heads``, ``num_key_value_heads`` and ``head_dim``
+        (``hidden_size / num_attention_heads`` where the config has none).
+    tied_embeddings
+        ``tie_word_embeddings``.
+    """
+
+    name: str
+    repository: str
+    layers: int
+    hidden_dim: int
+    ffn_dim: int
+    vocab_size: int
+    attention_heads: int
+    kv_heads: int
+    head_dim: int
+    tied_embeddings: bool
+
+    def fields(self) -> dict[str, Any]:
+        """The ``models.<role>`` fields this preset fills (see :func:`shape_fields`)."""
+        return shape_fields(
+            layers=self.layers,
+            hidden_dim=self.hidden_dim,
+            ffn_dim=self.ffn_dim,
+            vocab_size=self.vocab_size,
+            attention_heads=self.attention_heads,
+            kv_heads=self.kv_heads,
+            head_dim=self.head_dim,
+            tied_embeddings=self.tied_embeddings,
+        )
+
+
+def shape_fields(
+    *,
+    layers: int,
+    hidden_dim: int,
+    ffn_dim: int,
+    vocab_size: int,
+    attention_heads: int,
+    kv_heads: int,
+    head_dim: int,
+    tied_embeddings: bool,
+) -> dict[str, Any]:
+    """A model shape as ``models.<role>`` fields.
+
+    ``attention_heads`` is written only when the query width
+    ``attention_heads * head_dim`` differs from ``hidden_dim`` (as in Qwen3);
+    otherwise the schema derives it, so a preset gives the same parsed model
+    as the hand-written fields.
+
+    Returns
+    -------
+    dict[str, Any]
+        ``layers``, ``hidden_dim``, ``ffn_dim``, ``vocab_size``, ``head_dim``,
+        ``kv_heads``, ``gated_ffn`` (true: every model here has a SwiGLU
+        feed-forward block), ``tied_embeddings`` and, when needed,
+        ``attention_heads``.
+    """
+    values: dict[str, Any] = {
+        "layers": layers,
+        "hidden_dim": hidden_dim,
+        "ffn_dim": ffn_dim,
+        "vocab_size": vocab_size,
+        "head_dim": head_dim,
+        "kv_heads": kv_heads,
+        "gated_ffn": True,
+        "tied_embeddings": tied_embeddings,
+    }
+    if attention_heads * head_dim != hidden_dim:
+        values["attention_heads"] = attention_heads
+    return values
+
+
+# Each row copies huggingface.co/<repository>/blob/main/config.json: name,
+# repository, then num_hidden_layers, hidden_size, intermediate_size,
+# vocab_size, num_attention_heads, num_key_value_heads, head_dim (hidden_size
+# / num_attention_heads where the config has none), tie_word_embeddings.
+_MODEL_ROWS = (
+    ("llama-3.1-8b", "meta-llama/Llama-3.1-8B", 32, 4096, 14336, 128256, 32, 8, 128, False),
+    ("llama-3.1-70b", "meta-llama/Llama-3.1-70B", 80, 8192, 28672, 128256, 64, 8, 128, False),
+    # Llama-3 (the shipped instances' models): the Llama-3.1 shapes.
+    ("llama-3-8b", "meta-llama/Meta-Llama-3-8B", 32, 4096, 14336, 128256, 32, 8, 128, False),
+    ("llama-3-70b", "meta-llama/Meta-Llama-3-70B", 80, 8192, 28672, 128256, 64, 8, 128, False),
+    ("llama-3.2-1b", "meta-llama/Llama-3.2-1B", 16, 2048, 8192, 128256, 32, 8, 64, True),
+    ("llama-3.2-3b", "meta-llama/Llama-3.2-3B", 28, 3072, 8192, 128256, 24, 8, 128, True),
+    ("qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B", 24, 896, 4864, 151936, 14, 2, 64, True),
+    ("qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B", 28, 1536, 8960, 151936, 12, 2, 128, True),
+    ("qwen2.5-3b", "Qwen/Qwen2.5-3B", 36, 2048, 11008, 151936, 16, 2, 128, True),
+    ("qwen2.5-7b", "Qwen/Qwen2.5-7B", 28, 3584, 18944, 152064, 28, 4, 128, False),
+    ("qwen2.5-14b", "Qwen/Qwen2.5-14B", 48, 5120, 13824, 152064, 40, 8, 128, False),
+    ("qwen2.5-32b", "Qwen/Qwen2.5-32B", 64, 5120, 27648, 152064, 40, 8, 128, False),
+    ("qwen2.5-72b", "Qwen/Qwen2.5-72B", 80, 8192, 29568, 152064, 64, 8, 128, False),
+    # Qwen2.5-Math-7B has the Qwen2.5-7B shape.
+    ("qwen2.5-math-7b", "Qwen/Qwen2.5-Math-7B", 28, 3584, 18944, 152064, 28, 4, 128, False),
+    # Qwen3: explicit head_dim 128, so the query width heads * 128 may differ
+    # from hidden_size (4096 vs 2560 for Qwen3-4B, 8192 vs 5120 for Qwen3-32B).
+    ("qwen3-4b", "Qwen/Qwen3-4B", 36, 2560, 9728, 151936, 32, 8, 128, True),
+    ("qwen3-8b", "Qwen/Qwen3-8B", 36, 4096, 12288, 151936, 32, 8, 128, False),
+    ("qwen3-14b", "Qwen/Qwen3-14B", 40, 5120, 17408, 151936, 40, 8, 128, False),
+    ("qwen3-32b", "Qwen/Qwen3-32B", 64, 5120, 25600, 151936, 64, 8, 128, False),
+)
+_MODELS = tuple(ModelPreset(*row) for row in _MODEL_ROWS)
+
+#: Model presets by name.
+MODEL_PRESETS: dict[str, ModelPreset] = {preset.name: preset for preset in _MODELS}
+
+
+def _normalise(name: str) -> str:
+    """Lower case, ``_`` and spaces as ``-``."""
+    return name.strip().lower().replace("_", "-").replace(" ", "-")
+
+
+def _preset_name(value: Any, path: str, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InstanceError(path, f"must be the name of a {what} preset, got {value!r}")
+    return _normalise(value)
+
+
+def gpu_preset(value: Any, path: str = "hardware.preset") -> GpuPreset:
+    """The GPU preset ``value`` names (a name of :data:`GPU_PRESETS` or an alias).
+
+    Raises
+    ------
+    InstanceError
+        For anything else, with the closest name and every known one.
+    """
+    name = _preset_name(value, path, "GPU")
+    name = GPU_ALIASES.get(name, name)
+    preset = GPU_PRESETS.get(name)
+    if preset is None:
+        close = difflib.get_close_matches(name, [*GPU_PRESETS, *GPU_ALIASES], n=1, cutoff=0.6)
+        hint = f"; did you mean {GPU_ALIASES.get(close[0], close[0])!r}?" if close else ""
+        raise InstanceError(
+            path, f"unknown GPU preset {value!r}{hint} (known: {', '.join(GPU_PRESETS)})"
+        )
+    return preset
+
+
+def model_preset(value: Any, path: str) -> ModelPreset:
+    """The model preset ``value`` names.
+
+    Case and a Hugging Face organisation prefix are ignored
+    (``Qwen/Qwen2.5-7B`` is ``qwen2.5-7b``), and so is an ``-Instruct``
+    suffix: instruction-tuned models have their base model's shape.
+
+    Raises
+    ------
+    InstanceError
+        For an unknown name, with the closest one and every known one.
+    """
+    name = _preset_name(value, path, "model")
+    name = name.rsplit("/", 1)[-1]
+    name = name.removeprefix("meta-")
+    if name.endswith("-instruct"):
+        name = name.removesuffix("-instruct")
+    preset = MODEL_PRESETS.get(name)
+    if preset is None:
+        raise InstanceError(
+            path,
+            f"unknown model preset {value!r}{did_you_mean(name, MODEL_PRESETS)} "
+            f"(known: {', '.join(MODEL_PRESETS)})",
+        )
+    return preset
+
+
+def expand_hardware(section: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``hardware`` section with its ``preset`` (if any) replaced by the figures it names.
+
+    Parameters
+    ----------
+    section
+        The ``hardware`` mapping as written.
+
+    Returns
+    -------
+    dict[str, Any]
+        The preset's fields, overridden by every field written in ``section``.
+
+    Raises
+    ------
+    InstanceError
+        For an unknown preset name.
+    """
+    if section.get("preset") is None:
+        return {key: value for key, value in section.items() if key != "preset"}
+    values: dict[str, Any] = gpu_preset(section["preset"]).fields()
+    values.update((key, value) for key, value in section.items() if key != "preset")
+    return values
+
+
+#: ``config.json`` keys that mark a mixture-of-experts model, which the cost
+#: model (dense layers) does not describe.
+_MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size")
+
+
+def _config_int(config: Mapping[str, Any], key: str, path: str, source: str) -> int:
+    value = config.get(key)
+    if value is None:
+        raise InstanceError(f"{path}.{key}", f"missing in {source}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InstanceError(
+            f"{path}.{key}", f"must be a positive integer in {source}, got {value!r}"
+        )
+    return value
+
+
+def read_hf_config(
+    value: Any, path: str, base_dir: str | os.PathLike[str] | None
+) -> dict[str, Any]:
+    """The ``models.<role>`` fields of a Hugging Face ``config.json``, read offline.
+
+    Reads ``num_hidden_layers``, ``hidden_size``, ``intermediate_size``,
+    ``vocab_size``, ``num_attention_heads`` (all required),
+    ``num_key_value_heads`` (default: the attention heads), ``head_dim``
+    (default ``hidden_size / num_attention_heads``) and
+    ``tie_word_embeddings`` (default false, the default of the Llama, Qwen2
+    and Qwen3 config classes). A multimodal config's ``text_config`` is read
+    when the top level has no ``num_hidden_layers``.
+
+    Parameters
+    ----------
+    value
+        The ``hf_config`` entry: a path to ``config.json`` or to the folder
+        holding it.
+    path
+        Field path of the entry (``models.actor.hf_config``) for errors.
+    base_dir
+        Folder a relative ``value`` is relative to (the instance file's);
+        None for the current folder.
+
+    Returns
+    -------
+    dict[str, Any]
+        The fields :func:`shape_fields` builds.
+
+    Raises
+    ------
+    InstanceError
+        For a file that cannot be read or is not a JSON object, a missing or
+        non-positive field (named ``<path>.<config key>``), a hidden size the
+        heads do not divide without ``head_dim``, or a mixture-of-experts model.
+    """
+    if not isinstance(value, str | os.PathLike) or not os.fspath(value).strip():
+        raise InstanceError(path, f"must be the path of a Hugging Face config.json, got {value!r}")
+    file = os.path.expanduser(os.fspath(value))
+    if base_dir is not None and not os.path.isabs(file):
+        file = os.path.join(os.fspath(base_dir), file)
+    if os.path.isdir(file):
+        file = os.path.join(file, "config.json")
+    try:
+        if os.path.getsize(file) > 1 << 20:
+            raise InstanceError(path, f"{file} is too large to be a config.json")
+        with open(file, encoding="utf-8") as stream:
+            data = json.load(stream)
+    except OSError as exc:
+        raise InstanceError(path, f"cannot read {file}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        first = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise InstanceError(path, f"{file} is not a JSON file: {first}") from None
+    if not isinstance(data, dict):
+        raise InstanceError(path, f"{file} must hold a JSON object")
+    config = data
+    if "num_hidden_layers" not in data and isinstance(data.get("text_config"), dict):
+        config = data["text_config"]
+    source = os.path.basename(file)
+    for key in _MOE_KEYS:
+        if config.get(key):
+            raise InstanceError(
+                f"{path}.{key}",
+                f"{source} describes a mixture-of-experts model; only dense models are modelled",
+            )
+    layers = _config_int(config, "num_hidden_layers", path, source)
+    hidden = _config_int(config, "hidden_size", path, source)
+    ffn = _config_int(config, "intermediate_size", path, source)
+    vocab = _config_int(config, "vocab_size", path, source)
+    heads = _config_int(config, "num_attention_heads", path, source)
+    kv_heads = heads
+    if config.get("num_key_value_heads") is not None:
+        kv_heads = _config_int(config, "num_key_value_heads", path, source)
+    if config.get("head_dim") is not None:
+        head_dim = _config_int(config, "head_dim", path, source)
+    elif hidden % heads:
+        raise InstanceError(
+            f"{path}.head_dim",
+            f"missing in {source}, and hidden_size {hidden} is not a multiple of "
+            f"num_attention_heads {heads}",
+        )
+    else:
+        head_dim = hidden // heads
+    tied = config.get("tie_word_embeddings", data.get("tie_word_embeddings", False))
+    if not isinstance(tied, bool):
+        raise InstanceError(
+            f"{path}.tie_word_embeddings", f"must be true or false in {source}, got {tied!r}"
+        )
+    return shape_fields(
+        layers=layers,
+        hidden_dim=hidden,
+        ffn_dim=ffn,
+        vocab_size=vocab,
+        attention_heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        tied_embeddings=tied,
+    )
+
+
+def expand_model(
+    section: Mapping[str, Any], path: str, base_dir: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
+    """A ``models.<role>`` mapping with its ``preset`` or ``hf_config`` replaced by the shape.
+
+    Parameters
+    ----------
+    section
+        The mapping as written.
+    path
+        Its field path (``models.actor``).
+    base_dir
+        Folder a relative ``hf_config`` path is relative to.
+
+    Returns
+    -------
+    dict[str, Any]
+        The shape the preset or config gives, overridden by every other
+        field written in ``section``.
+
+    Raises
+    ------
+    InstanceError
+        For both ``preset`` and ``hf_config``, an unknown preset or an
+        unusable config file.
+    """
+    preset, config = section.get("preset"), section.get("hf_config")
+    if preset is not None and config is not None:
+        raise InstanceError(f"{path}.hf_config", "give preset or hf_config, not both")
+    values: dict[str, Any] = {}
+    if preset is not None:
+        values = model_preset(preset, f"{path}.preset").fields()
+    elif config is not None:
+        values = read_hf_config(config, f"{path}.hf_config", base_dir)
+    values.update(
+        (key, value) for key, value in section.items() if key not in ("preset", "hf_config")
+    )
+    return values

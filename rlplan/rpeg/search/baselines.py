@@ -1,0 +1,228 @@
+"""The two baseline plan constructors of the reference optimizer.
+
+* :func:`greedy_plan` gives every vertex the fastest memory-feasible strategy
+  on the whole cluster (all vertices share every GPU and run one after the
+  other).
+* :func:`concurrent_plan` groups vertices by DAG depth (vertices of equal
+  depth are independent) and partitions the cluster among the vertices of
+  each group, picking per group the partition with the smallest estimated
+  group time (the slowest part, where vertices sharing a part add up).
+
+Both repair memory overflow of the assembled plan by moving vertices to
+leaner strategies; they return ``None`` when no feasible plan is found. Both
+take a vertex's blocks from the candidate directory, so block pins hold: a
+vertex pinned off the whole cluster goes to its widest allowed block
+(greedy), and a part of a partition only takes blocks every vertex of the
+part may use (concurrent).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+
+from rlplan.rpeg.evaluation.simulator import Simulator
+from rlplan.rpeg.model.blocks import Block
+from rlplan.rpeg.model.candidates import Candidate, CandidateDirectory
+from rlplan.rpeg.model.plan import Placement, Plan, make_staleness
+
+
+def default_staleness(directory: CandidateDirectory) -> tuple[tuple[str, int], ...]:
+    """The largest staleness candidate of every trained model (most overlap allowed)."""
+    candidates = directory.instance.optimizer.staleness_candidates
+    return make_staleness(
+        {model: max(candidates[model]) for model in directory.template.trained_models}
+    )
+
+
+def repair_memory(plan: Plan, simulator: Simulator, max_moves: int = 64) -> Plan | None:
+    """Greedily move vertices to leaner strategies on their blocks until the plan fits.
+
+    Each move picks, over all vertices and their candidates on the same block
+    shape, the one that lowers the worst overflow most, breaking ties by the
+    smallest time increase. Returns ``None`` when no move helps.
+    """
+    directory = simulator.directory
+    violation = simulator.memory_violation(plan)
+    for _ in range(max_moves):
+        if violation <= 0:
+            return plan
+        best: tuple[float, float] | None = None
+        best_plan = None
+        for vertex, placement in enumerate(plan.placements):
+            current = directory.candidate(vertex, placement.block.extent, placement.strategy)
+            for candidate in directory.options[vertex].get(placement.block.extent, ()):
+                if candidate.memory >= current.memory:
+                    continue
+                trial = plan.with_placement(vertex, Placement(placement.block, candidate.strategy))
+                trial_violation = simulator.memory_violation(trial)
+                key = (trial_violation, candidate.time - current.time)
+                if trial_violation < violation and (best is None or key < best):
+                    best, best_plan = key, trial
+        if best_plan is None:
+            return None
+        plan, violation = best_plan, best[0]
+    return plan if violation <= 0 else None
+
+
+def _greedy_block(directory: CandidateDirectory, vertex: int, whole: Block) -> Block | None:
+    """The whole cluster, or for a vertex pinned off it its widest allowed block with candidates."""
+    if directory.allows(vertex, whole):
+        return whole
+    widest = None
+    for shape in directory.options[vertex]:
+        for block in directory.blocks(vertex, shape):
+            if widest is None or block.size > widest.size:
+                widest = block
+    return widest
+
+
+def greedy_plan(directory: CandidateDirectory, simulator: Simulator) -> Plan | None:
+    """Fastest memory-feasible strategy per vertex on the whole cluster (or its pinned block)."""
+    cluster = directory.cluster
+    whole = cluster.blocks_by_shape[(cluster.racks, cluster.nodes_per_rack, cluster.gpus_per_node)][
+        0
+    ]
+    placements = []
+    for vertex in range(len(directory.template.vertices)):
+        block = _greedy_block(directory, vertex, whole)
+        options = None if block is None else directory.options[vertex].get(block.extent)
+        if not options or block is None:
+            return None
+        placements.append(Placement(block, options[0].strategy))
+    plan = Plan(tuple(placements), default_staleness(directory))
+    return repair_memory(plan, simulator)
+
+
+def _pack(choices: list[tuple[Block, ...]]) -> list[Block] | None:
+    """First-fit packing of disjoint blocks, one per part from its choices (largest first).
+
+    ``choices[i]`` are the blocks part ``i`` may use, all of one shape, by start.
+    A block that overlaps a placed one is skipped together with every later
+    block starting before that one's end (a bisection, not a scan: a 1,024-GPU
+    cluster has 1,024 one-GPU blocks).
+    """
+    order = sorted(range(len(choices)), key=lambda i: -choices[i][0].size)
+    placed: list[Block | None] = [None] * len(choices)
+    used: list[Block] = []
+    for index in order:
+        blocks = choices[index]
+        position = 0
+        while position < len(blocks):
+            block = blocks[position]
+            overlap = next((other for other in used if block.intersects(other)), None)
+            if overlap is None:
+                placed[index] = block
+                used.append(block)
+                break
+            position = bisect.bisect_left(
+                blocks, overlap.end, lo=position + 1, key=lambda b: b.start
+            )
+        else:
+            return None
+    return placed  # type: ignore[return-value]
+
+
+def _set_partitions(items: list[int]) -> list[list[list[int]]]:
+    if not items:
+        return [[]]
+    first, rest = items[0], items[1:]
+    result = []
+    for partition in _set_partitions(rest):
+        result.append([[first], *partition])
+        for index in range(len(partition)):
+            result.append([*partition[:index], [first, *partition[index]], *partition[index + 1 :]])
+    return result
+
+
+def _group_options(
+    group: list[int], directory: CandidateDirectory
+) -> list[tuple[float, int, dict[int, tuple[Block, Candidate]]]]:
+    """Partitions of the cluster among a group's vertices, with their estimated group time."""
+    shapes = directory.cluster.shapes
+    options = []
+    seen = set()
+    common: dict[tuple[tuple[int, ...], tuple[int, int, int]], tuple[Block, ...]] = {}
+
+    def common_blocks(part: tuple[int, ...], shape: tuple[int, int, int]) -> tuple[Block, ...]:
+        # The blocks of `shape` every vertex of `part` may use (from the directory's
+        # per-vertex blocks, not a scan of the cluster: 1,024 GPUs have 1,024 GPU blocks).
+        key = (part, shape)
+        if key not in common:
+            common[key] = tuple(
+                block
+                for block in directory.blocks(part[0], shape)
+                if all(directory.allows(vertex, block) for vertex in part[1:])
+            )
+        return common[key]
+
+    for partition in _set_partitions(group):
+        for part_shapes in itertools.product(shapes, repeat=len(partition)):
+            key = tuple(sorted(zip(map(tuple, partition), part_shapes, strict=True)))
+            if key in seen:
+                continue
+            seen.add(key)
+            choices = [
+                common_blocks(tuple(part), shape)
+                for part, shape in zip(partition, part_shapes, strict=True)
+            ]
+            blocks = None if not all(choices) else _pack(choices)
+            if blocks is None:
+                continue
+            assignment: dict[int, tuple[Block, Candidate]] = {}
+            slowest = 0.0
+            for part, block in zip(partition, blocks, strict=True):
+                total = 0.0
+                for vertex in part:
+                    candidates = directory.options[vertex].get(block.extent)
+                    if not candidates:
+                        break
+                    assignment[vertex] = (block, candidates[0])
+                    total += candidates[0].time
+                else:
+                    slowest = max(slowest, total)
+                    continue
+                break
+            if len(assignment) == len(group):
+                options.append((slowest, -len(partition), assignment))
+    options.sort(key=lambda option: (option[0], option[1]))
+    return options
+
+
+def concurrent_plan(directory: CandidateDirectory, simulator: Simulator) -> Plan | None:
+    """Concurrency-aware baseline: partitions the cluster among vertices of equal DAG depth."""
+    template = directory.template
+    depths = template.depths()
+    groups = [
+        [v for v in range(len(template.vertices)) if depths[v] == depth]
+        for depth in range(max(depths) + 1)
+    ]
+    ranked = [_group_options(group, directory) for group in groups]
+    if any(not options for options in ranked):
+        return greedy_plan(directory, simulator)
+    best_plan, best_makespan = None, float("inf")
+    # Try the best partition of every group, then, if the assembled plan does
+    # not fit, the next-best ones of each group in turn.
+    attempts = [[0] * len(groups)]
+    for group_index in range(len(groups)):
+        for rank in range(1, min(len(ranked[group_index]), 8)):
+            choice = [0] * len(groups)
+            choice[group_index] = rank
+            attempts.append(choice)
+    for choice in attempts:
+        placements: list[Placement | None] = [None] * len(template.vertices)
+        for group_index, rank in enumerate(choice):
+            for vertex, (block, candidate) in ranked[group_index][rank][2].items():
+                placements[vertex] = Placement(block, candidate.strategy)
+        plan = repair_memory(Plan(tuple(placements), default_staleness(directory)), simulator)  # type: ignore[arg-type]
+        if plan is None:
+            continue
+        makespan = simulator.evaluate(plan).makespan
+        if makespan < best_makespan:
+            best_plan, best_makespan = plan, makespan
+    if best_plan is None:
+        return greedy_plan(directory, simulator)
+    greedy = greedy_plan(directory, simulator)
+    if greedy is not None and simulator.evaluate(greedy).makespan < best_makespan:
+        return greedy
+    return best_plan

@@ -1,0 +1,171 @@
+"""Backend ``auto`` (the default): the portfolio of the specification.
+
+greedy → local search (short) → CP-SAT warm-started from the local plan →
+simulator check → local refinement of the best plan → one result with the
+best simulated plan and the best bound any part proved, its status given by
+the one rule (:func:`rlplan.solvers.result.verdict`). When CP-SAT errors or finds
+nothing better in time, the local plan stands and the result's message says
+why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from rlplan.rpeg.model.plan import Plan
+from rlplan.rpeg.problem import Problem
+from rlplan.solvers import cpsat
+from rlplan.solvers.common import plan_result, unplaceable_result
+from rlplan.solvers.local import best_baseline, improve
+from rlplan.solvers.options import SolveOptions
+from rlplan.solvers.result import Result, Status, verdict
+from rlplan.solvers.templates import solve_templates
+
+#: The first local search: at most this share of the time limit, and it ends
+#: once it has converged past :data:`LOCAL_EVALUATIONS` evaluations (a few
+#: seconds): CP-SAT needs a good start, not the search's last 0.1 %, and the
+#: refinement after CP-SAT gets the time CP-SAT leaves.
+LOCAL_SHARE = 0.15
+LOCAL_EVALUATIONS = 100_000
+#: Share of the time limit kept for refining after CP-SAT; CP-SAT gets the rest.
+REFINE_SHARE = 0.15
+
+
+def solve(problem: Problem, options: SolveOptions) -> Result:
+    """Run the portfolio within ``options.time_limit``."""
+    started = time.perf_counter()
+    infeasible = unplaceable_result(problem, "auto", started)
+    if infeasible is not None:
+        return infeasible
+    start = best_baseline(problem)
+    if start is None:
+        return plan_result(
+            problem,
+            "auto",
+            None,
+            started,
+            requested_gap=options.gap,
+            message="no baseline plan fits in memory",
+        )
+    simulator = problem.simulator
+    stats: dict = {"baseline_makespan": simulator.evaluate(start).makespan}
+    local_limit = min(LOCAL_SHARE * options.time_limit, _remaining(options, started))
+    local_plan, local_stats = improve(
+        problem,
+        start,
+        options,
+        local_limit,
+        min(problem.instance.optimizer.e_max, LOCAL_EVALUATIONS),
+    )
+    templates = local_stats.pop("templates", None)
+    stats["local"] = local_stats
+    # Plans are compared by score: the makespan, x (1 + lambda_ac) for a fused plan.
+    best_plan, best = local_plan, simulator.evaluate(local_plan).score
+    stats["local_makespan"] = simulator.evaluate(local_plan).makespan
+    bound = None
+    bound_source = None
+    message = ""
+    if local_stats["interrupted"]:
+        message = "interrupted during the local search: best plan so far"
+    else:
+        exact_limit = max(0.0, _remaining(options, started) - REFINE_SHARE * options.time_limit)
+        try:
+            exact = _exact(problem, options, local_plan, exact_limit)
+        except KeyboardInterrupt:
+            exact = None
+            message = "interrupted during CP-SAT: local plan kept"
+        except (MemoryError, RuntimeError, ValueError) as exc:
+            # The portfolio's promise: an exact backend failing never loses the local plan.
+            exact = None
+            message = f"CP-SAT failed ({type(exc).__name__}: {exc}); local plan kept"
+        if exact is not None:
+            stats["cpsat"] = {k: v for k, v in exact.stats.items()}
+            stats["cpsat_status"] = exact.status.value
+            if exact.status is Status.ERROR:
+                message = f"CP-SAT result rejected ({exact.message}); local plan kept"
+            elif exact.plan is None or exact.stats.get("returned_start"):
+                # CP-SAT handed back the local plan: its bound (if any) still counts.
+                bound, bound_source = exact.bound, exact.bound_source
+                message = f"CP-SAT did not improve on the local plan ({exact.message})"
+            else:
+                bound, bound_source = exact.bound, exact.bound_source
+                if exact.score is not None and exact.score <= best:
+                    best_plan, best = exact.plan, exact.score
+            if exact.templates is not None:
+                templates = merge_templates(templates, exact.templates)
+        # The one rule decides whether the bound already proves the best plan.
+        proven = bound is not None and verdict(best, bound, options.gap) in (
+            Status.OPTIMAL,
+            Status.OPTIMAL_WITHIN_GAP,
+        )
+        remaining = _remaining(options, started)
+        if not proven and remaining > 0.5 and not message.startswith("interrupted"):
+            refined, refine_stats = improve(problem, best_plan, options, remaining)
+            refined_templates = refine_stats.pop("templates", None)
+            if refined_templates is not None:
+                templates = merge_templates(templates, refined_templates)
+            stats["refine"] = refine_stats
+            refined_score = simulator.evaluate(refined).score
+            if refined_score < best:
+                best_plan, best = refined, refined_score
+    return plan_result(
+        problem,
+        "auto",
+        best_plan,
+        started,
+        bound=bound,
+        requested_gap=options.gap,
+        stats=stats,
+        message=message,
+        templates=templates,
+        bound_source=bound_source,
+    )
+
+
+def _exact(problem: Problem, options: SolveOptions, hint: Plan, time_limit: float) -> Result:
+    """CP-SAT warm-started from ``hint``; on an AC-share problem once per template.
+
+    Each template is hinted with ``hint`` when it is of that template, else
+    with the template's better baseline; the result keeps the better plan
+    and the smaller of the two score bounds (:mod:`rlplan.solvers.templates`).
+    """
+    if len(problem.templates) == 1:
+        return cpsat.solve_with_hint(problem, options, hint, time_limit)
+
+    def solve_one(variant: Problem, sub_options: SolveOptions) -> Result:
+        start = hint if hint.fused == variant.directory.fused else best_baseline(variant)
+        if start is None:
+            return plan_result(
+                variant, "cpsat", None, time.perf_counter(), message="no baseline plan fits"
+            )
+        return cpsat.solve_with_hint(variant, sub_options, start, sub_options.time_limit)
+
+    return solve_templates(
+        problem, dataclasses.replace(options, time_limit=time_limit), solve_one, "cpsat"
+    )
+
+
+def merge_templates(first: dict | None, second: dict | None) -> dict | None:
+    """Per template, the better plan (smaller score) and the larger bound of two summaries."""
+    if first is None or second is None:
+        return first if second is None else second
+    merged = {}
+    for template in {**first, **second}:
+        a, b = first.get(template), second.get(template)
+        if a is None or b is None:
+            merged[template] = dict(a or b)
+            continue
+        better = (
+            a
+            if b["score_s"] is None or (a["score_s"] is not None and a["score_s"] <= b["score_s"])
+            else b
+        )
+        bounds = [x["bound_s"] for x in (a, b) if x["bound_s"] is not None]
+        merged[template] = {**better, "bound_s": max(bounds) if bounds else None}
+    return merged
+
+
+def _remaining(options: SolveOptions, started: float) -> float:
+    """Seconds left of the solve's time limit (at least 0)."""
+    return max(0.0, options.time_limit - (time.perf_counter() - started))

@@ -1,0 +1,332 @@
+"""Steps shared by the backends: infeasibility screening, bounds, packaging results."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+from rlplan.rpeg import interrupts as stop
+from rlplan.rpeg.evaluation.simulator import Simulator
+from rlplan.rpeg.model.candidates import CandidateDirectory
+from rlplan.rpeg.model.plan import Plan
+from rlplan.rpeg.problem import Problem
+from rlplan.solvers.result import Result, Status, verdict
+
+
+class BuildTimeout(Exception):
+    """Building an exact model ran past the solve's deadline."""
+
+
+class Deadline:
+    """The wall-clock moment a solve must end by, checked between (and within) build phases.
+
+    Parameters
+    ----------
+    seconds
+        Seconds from now; ``math.inf`` for no deadline.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.at = time.perf_counter() + seconds
+        self.phase = ""
+
+    def remaining(self) -> float:
+        """Seconds left (negative once passed)."""
+        return self.at - time.perf_counter()
+
+    def check(self, phase: str = "") -> None:
+        """Raise :class:`BuildTimeout` naming ``phase`` (or the last one named) once passed.
+
+        A stop request (:mod:`rlplan.rpeg.interrupts`) ends the build as the deadline does.
+        """
+        if phase:
+            self.phase = phase
+        if time.perf_counter() >= self.at or stop.requested():
+            raise BuildTimeout(self.phase)
+
+
+def unplaceable_result(problem: Problem, solver: str, started: float) -> Result | None:
+    """INFEASIBLE without searching when some vertex fits on no block; else None."""
+    missing = problem.unplaceable()
+    if not missing:
+        return None
+    name, shortfall = min(missing, key=lambda item: item[1])
+    message = problem.unplaceable_reason(name, shortfall)
+    others = [n for n, _ in missing if n != name]
+    if others:
+        message += f" (also fitting nowhere: {', '.join(others)})"
+    return Result(
+        Status.INFEASIBLE,
+        solver,
+        k_eval=problem.instance.k_eval,
+        wall_time=time.perf_counter() - started,
+        message=message,
+        # Shortfall in bytes; null when a vertex has no strategy at all (strict JSON).
+        stats={"unplaceable": {n: (s if math.isfinite(s) else None) for n, s in missing}},
+    )
+
+
+def plan_result(
+    problem: Problem,
+    solver: str,
+    plan: Plan | None,
+    started: float,
+    *,
+    bound: float | None = None,
+    requested_gap: float = 0.0,
+    stats: dict | None = None,
+    message: str = "",
+    templates: dict | None = None,
+    bound_source: str | None = None,
+) -> Result:
+    """Simulate ``plan`` and package it with its verdict.
+
+    Parameters
+    ----------
+    problem
+        The instance.
+    solver
+        Backend name.
+    plan
+        The plan to report (None: UNKNOWN, no plan found).
+    started
+        ``time.perf_counter()`` at the start of the solve (for the wall time).
+    bound
+        A proven lower bound on the makespan (s) over ``problem``'s plan space
+        from the backend (for a problem restricted to the fused AC-share
+        template, a raw makespan bound: it is multiplied by ``1 + lambda_ac``
+        here; for a problem with both templates, already a score bound). The
+        result's bound is the larger of it and the plan-independent bound
+        :attr:`Problem.score_bound`, and at most the plan's score.
+    requested_gap
+        The gap the user allowed (``--gap``).
+    stats, message
+        Backend statistics and a one-line note.
+    templates
+        What the backend knows of each template of an AC-share problem
+        (:attr:`Result.templates`).
+    bound_source
+        The method that proved ``bound`` (default: ``solver``). The result's
+        :attr:`Result.bound_source` names it only when its bound is the one
+        reported; otherwise the plan-independent bound's name
+        (``critical_path`` or ``compute``).
+
+    Returns
+    -------
+    Result
+        For a plan that fits in memory, the status is
+        :func:`rlplan.solvers.result.verdict` of its simulated score (the makespan,
+        x (1 + lambda_ac) for a fused plan) and the bound: the one rule,
+        whatever the backend.
+    """
+    stats = dict(stats or {})
+    best_bound = problem.score_bound
+    source = problem.score_bound_source
+    if bound is not None and bound * problem.score_factor > best_bound:
+        best_bound = bound * problem.score_factor
+        source = bound_source or solver
+    k_eval = problem.instance.k_eval
+    ac = _ac_fields(problem, templates)
+    if plan is None:
+        return Result(
+            Status.UNKNOWN,
+            solver,
+            k_eval=k_eval,
+            bound=best_bound,
+            bound_source=source,
+            wall_time=time.perf_counter() - started,
+            stats=stats,
+            message=message or "no plan found within the limits",
+            requested_gap=requested_gap,
+            **ac,
+        )
+    trace = problem.simulator.simulate(plan)
+    factor = problem.instance.score_factor(plan.fused)
+    if not trace.feasible:
+        return Result(
+            Status.ERROR,
+            solver,
+            plan=plan,
+            makespan=trace.makespan,
+            k_eval=k_eval,
+            bound=best_bound,
+            bound_source=source,
+            wall_time=time.perf_counter() - started,
+            stats=stats,
+            message=(
+                f"the plan overflows memory by {trace.violation_bytes / 1e9:.3f} GB in simulation"
+            ),
+            requested_gap=requested_gap,
+            score_factor=factor,
+            **ac,
+        )
+    makespan = trace.makespan
+    # A valid bound never exceeds a feasible plan's score; a solver's float
+    # tolerance can put it a hair above.
+    best_bound = min(best_bound, makespan * factor)
+    return Result(
+        verdict(makespan * factor, best_bound, requested_gap),
+        solver,
+        plan=plan,
+        makespan=makespan,
+        k_eval=k_eval,
+        bound=best_bound,
+        bound_source=source,
+        wall_time=time.perf_counter() - started,
+        stats=stats,
+        message=message,
+        requested_gap=requested_gap,
+        score_factor=factor,
+        **ac,
+    )
+
+
+def _ac_fields(problem: Problem, templates: dict | None) -> dict:
+    """``lambda_ac`` and ``templates`` of a result on an AC-share instance ({} otherwise)."""
+    if not problem.instance.ac_share:
+        return {}
+    return {"lambda_ac": problem.instance.lambda_ac, "templates": templates}
+
+
+def template_summary(problem: Problem, plan: Plan | None, bound: float | None = None) -> dict:
+    """One entry of :attr:`Result.templates`: a template's best plan (or none) and bound.
+
+    Parameters
+    ----------
+    problem
+        The problem (any template; the plan picks its own simulator).
+    plan
+        The template's best plan known, or None.
+    bound
+        A proven lower bound on the template's score (s), or None.
+    """
+    entry: dict = {"status": None, "makespan_s": None, "score_s": None, "bound_s": bound}
+    if plan is not None:
+        evaluation = problem.simulator.evaluate(plan)
+        entry.update(
+            status="FEASIBLE" if evaluation.feasible else "ERROR",
+            makespan_s=evaluation.makespan,
+            score_s=evaluation.score,
+        )
+    return entry
+
+
+def baseline_result(
+    problem: Problem,
+    solver: str,
+    build: Callable[[CandidateDirectory, Simulator], Plan | None],
+    requested_gap: float = 0.0,
+) -> Result:
+    """Screen for unplaceable vertices, build a baseline plan and simulate it.
+
+    On an AC-share instance the baseline is built for each template and the
+    plan of the smaller score is kept (:func:`best_over_templates`).
+    """
+    started = time.perf_counter()
+    infeasible = unplaceable_result(problem, solver, started)
+    if infeasible is not None:
+        return infeasible
+    plan, templates = best_over_templates(problem, build)
+    return plan_result(
+        problem, solver, plan, started, requested_gap=requested_gap, templates=templates
+    )
+
+
+def best_over_templates(
+    problem: Problem, build: Callable[[CandidateDirectory, Simulator], Plan | None]
+) -> tuple[Plan | None, dict | None]:
+    """``build``'s plan for each template of ``problem``, and the one of the smaller score.
+
+    Returns the best plan (None if no template gave one) and, for a problem
+    with both templates, the :attr:`Result.templates` entries (else None).
+    """
+    plans = {}
+    for template in problem.templates:
+        variant = problem.variant(template)
+        if variant.unplaceable():
+            plans[template] = None
+            continue
+        plans[template] = build(variant.directory, variant.simulator)
+    found = [plan for plan in plans.values() if plan is not None]
+    best = min(found, key=lambda plan: problem.simulator.evaluate(plan).score) if found else None
+    if len(plans) == 1:
+        return best, None
+    return best, {name: template_summary(problem, plan) for name, plan in plans.items()}
+
+
+def warm_start_result(
+    problem: Problem,
+    solver: str,
+    start: Plan,
+    started: float,
+    stats: dict,
+    requested_gap: float,
+    bound: float | None,
+    message: str,
+) -> Result:
+    """An exact backend's result that hands back its warm-start plan (with the bound it has).
+
+    Marks ``stats["returned_start"]``; used when building runs out of time or
+    the solver returns no plan, or a worse one.
+    """
+    stats["returned_start"] = True
+    return plan_result(
+        problem,
+        solver,
+        start,
+        started,
+        bound=bound,
+        requested_gap=requested_gap,
+        stats=stats,
+        message=message,
+    )
+
+
+def infeasible_despite_start(
+    problem: Problem, solver: str, started: float, stats: dict, requested_gap: float
+) -> Result:
+    """ERROR: an exact backend calls its model infeasible although its warm start is a plan.
+
+    The warm start is a simulated, memory-feasible plan of the same plan
+    space, so this can only be a modelling error, and it is reported as one.
+    """
+    return Result(
+        Status.ERROR,
+        solver,
+        k_eval=problem.instance.k_eval,
+        wall_time=time.perf_counter() - started,
+        stats=stats,
+        message=f"{solver} reports the model infeasible although its warm start is a feasible plan",
+        requested_gap=requested_gap,
+    )
+
+
+def check_objective(result: Result, objective: float, tolerance: float, solver: str) -> bool:
+    """Mark ``result`` ERROR when the backend's objective disagrees with its simulated plan.
+
+    Parameters
+    ----------
+    result
+        The backend's plan, simulated (:func:`plan_result`).
+    objective
+        The backend's objective value for that plan (s).
+    tolerance
+        ``Formulation.simulation_tolerance(objective)``: the one tolerance of
+        every exact backend.
+    solver
+        Backend name, for the message.
+
+    Returns
+    -------
+    bool
+        Whether the two agree (the result is left unchanged then).
+    """
+    if result.makespan is None or abs(result.makespan - objective) <= tolerance:
+        return True
+    result.status = Status.ERROR
+    result.message = (
+        f"{solver} objective {objective:.6f} s differs from its simulated plan "
+        f"{result.makespan:.6f} s by more than the time-unit tolerance {tolerance:.2e} s"
+    )
+    return False

@@ -1,0 +1,158 @@
+"""Backend ``local``: simulated annealing from the better baseline, then polish."""
+
+from __future__ import annotations
+
+import random
+import time
+
+from rlplan.rpeg.model.plan import Plan
+from rlplan.rpeg.model.templates import FUSED
+from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.search.annealing import SimulatedAnnealing
+from rlplan.rpeg.search.baselines import concurrent_plan, greedy_plan, repair_memory
+from rlplan.rpeg.search.sampling import random_plan
+from rlplan.rpeg.search.stopping import StoppingCriterion
+from rlplan.solvers.common import (
+    best_over_templates,
+    plan_result,
+    template_summary,
+    unplaceable_result,
+)
+from rlplan.solvers.options import SolveOptions
+from rlplan.solvers.result import Result
+
+#: Seeded random plans tried (each repaired for memory) when neither baseline fits.
+SAMPLED_STARTS = 200
+
+
+def sampled_plan(problem: Problem, tries: int = SAMPLED_STARTS, seed: int = 0) -> Plan | None:
+    """The first of ``tries`` seeded random plans that fits in memory, once repaired.
+
+    The baselines put generation and training on shared GPUs; where memory
+    forbids that (a rollout workspace too large to sit beside the training
+    state), a random plan of the space often fits.
+    """
+    rng = random.Random(seed)
+    for _ in range(tries):
+        plan = repair_memory(random_plan(problem.directory, rng), problem.simulator)
+        if plan is not None:
+            return plan
+    return None
+
+
+def best_baseline(problem: Problem) -> Plan | None:
+    """The better (by simulated score) of the greedy and concurrent baselines.
+
+    On an AC-share problem both baselines are built for each template. When
+    neither fits in memory, the first seeded random plan that fits
+    (:func:`sampled_plan`), or ``None``.
+    """
+    plans = [
+        plan
+        for build in (greedy_plan, concurrent_plan)
+        for plan in (best_over_templates(problem, build)[0],)
+        if plan is not None
+    ]
+    if not plans:
+        return sampled_plan(problem)
+    return min(plans, key=lambda plan: problem.simulator.evaluate(plan).score)
+
+
+def improve(
+    problem: Problem,
+    start: Plan,
+    options: SolveOptions,
+    time_limit: float,
+    max_evaluations: int | None = None,
+) -> tuple[Plan, dict]:
+    """Run the local search from ``start``; returns the best plan and statistics.
+
+    On an AC-share problem the search switches templates, and
+    ``stats["templates"]`` holds :attr:`Result.templates` entries of the best
+    plan it saw of each.
+    """
+    switch = len(problem.templates) > 1
+    search = SimulatedAnnealing(
+        problem.simulator,
+        seed=options.seed,
+        progress=lambda best, evaluations: options.progress.update(
+            best=best, evaluations=evaluations
+        ),
+        switch_templates=switch,
+    )
+    stop = StoppingCriterion(max_evaluations or problem.instance.optimizer.e_max, time_limit)
+    outcome = search.run(start, stop)
+    stats = outcome.statistics
+    templates = {}
+    if switch:
+        for template in problem.templates:
+            state = search.best_by_template.get(template == FUSED)
+            templates[template] = template_summary(problem, None if state is None else state.plan)
+        # The returned plan is its template's best.
+        templates[outcome.plan.template] = template_summary(problem, outcome.plan)
+    return outcome.plan, {
+        **({"templates": templates} if switch else {}),
+        "evaluations": stats.evaluations,
+        "polish_evaluations": stats.polish_evaluations,
+        "accepted": stats.accepted,
+        "improvements": stats.improvements,
+        "restarts": stats.restarts,
+        "stop_reason": stats.stop_reason,
+        "evaluations_per_s": stats.evaluations / max(stop.elapsed, 1e-9),
+        "interrupted": stop.interrupted,
+    }
+
+
+def solve(problem: Problem, options: SolveOptions) -> Result:
+    """Local search from the better baseline within ``options.time_limit``."""
+    started = time.perf_counter()
+    infeasible = unplaceable_result(problem, "local", started)
+    if infeasible is not None:
+        return infeasible
+    start = best_baseline(problem)
+    if start is None:
+        return plan_result(
+            problem, "local", None, started, message="no baseline plan fits in memory to start from"
+        )
+    options.progress.update(best=problem.simulator.evaluate(start).score, bound=problem.score_bound)
+    remaining = max(0.0, options.time_limit - (time.perf_counter() - started))
+    plan, stats = improve(problem, start, options, remaining)
+    message = "interrupted: best plan so far" if stats["interrupted"] else ""
+    return plan_result(
+        problem,
+        "local",
+        plan,
+        started,
+        requested_gap=options.gap,
+        stats=stats,
+        message=message,
+        templates=stats.pop("templates", None),
+    )
+
+
+#: Evaluation budget of the local search that warm-starts the exact backends.
+WARM_START_EVALUATIONS = 20_000
+
+#: Largest share of the solve's time limit the warm-start search may take.
+WARM_START_SHARE = 0.25
+
+
+def warm_start_plan(
+    problem: Problem, options: SolveOptions, time_limit: float | None = None
+) -> Plan | None:
+    """The exact backends' start: the better baseline improved by a short local search.
+
+    The search is bounded by :data:`WARM_START_EVALUATIONS` evaluations, so for
+    a given seed the exact models built from it are the same from run to run
+    whatever the load of the machine, and by ``time_limit`` seconds (default
+    :data:`WARM_START_SHARE` of ``options.time_limit``), a safety net that
+    leaves the exact backend most of the limit on a large instance.
+    """
+    start = best_baseline(problem)
+    if start is None:
+        return None
+    budget = min(problem.instance.optimizer.e_max, WARM_START_EVALUATIONS)
+    if time_limit is None:
+        time_limit = WARM_START_SHARE * options.time_limit
+    plan, _ = improve(problem, start, options, time_limit, budget)
+    return plan
