@@ -15,7 +15,7 @@ import sys
 import time
 
 from rlplan.rpeg.errors import InputError
-from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.solvers import cpsat, milp
 from rlplan.solvers.local import warm_start_plan
 from rlplan.solvers.options import SolveOptions

@@ -90,7 +90,7 @@ def load_optima(suite: str) -> dict[str, dict[str, Any]]:
 
 
 def _problem(name: str, document: dict[str, Any]):
-    from rlplan.rpeg.problem import Problem
+    from rlplan.rpeg.evaluation.problem import Problem
 
     return Problem.from_instance(parse_variant(document, name, name))
 

@@ -14,8 +14,9 @@ The Python API (the README's "Python API" section runs it)::
 * :func:`load` builds the problem once so that both can reuse it.
 
 Instances are YAML paths, mappings of the same schema, parsed
-:class:`~rlplan.rpeg.schema.instance.Instance` objects or :class:`~rlplan.rpeg.problem.Problem`
-objects; bad input raises :class:`InputError` (subclasses
+:class:`~rlplan.rpeg.schema.instance.Instance` objects or
+:class:`~rlplan.rpeg.evaluation.problem.Problem` objects; bad input raises
+:class:`InputError` (subclasses
 :class:`InstanceError` and :class:`PlanError`) with a one-line message
 naming the field. The ``rlplan`` console script runs the command line
 (:mod:`rlplan.cli`).

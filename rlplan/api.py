@@ -2,7 +2,8 @@
 
 Every function takes the instance as a path to a YAML file, a mapping of
 the same schema (DESIGN.md section 3), a parsed
-:class:`~rlplan.rpeg.schema.instance.Instance` or a :class:`~rlplan.rpeg.problem.Problem`, and
+:class:`~rlplan.rpeg.schema.instance.Instance` or a
+:class:`~rlplan.rpeg.evaluation.problem.Problem`, and
 raises :class:`~rlplan.rpeg.errors.InputError` (with the one-line message the
 command line prints) for bad input. Plans come back keyed by vertex name, in
 the ``plan.json`` form.
@@ -19,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlplan.rpeg.errors import InputError, PlanError
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.model.plan import Plan, plan_from_json, plan_to_json, read_plan
-from rlplan.rpeg.problem import Problem
 from rlplan.rpeg.schema.instance import Instance, _describe, load_instance, parse_instance
 from rlplan.rpeg.schema.limits import MAX_SEED, MAX_THREADS, MAX_TIME_LIMIT
 from rlplan.solvers import get_solver
@@ -40,7 +41,7 @@ def _kind(value: Any) -> str:
 
 
 def load(instance: InstanceLike, *, name: str | None = None) -> Problem:
-    """The :class:`~rlplan.rpeg.problem.Problem` (instance, candidates, simulator) of ``instance``.
+    """The :class:`~rlplan.rpeg.evaluation.problem.Problem` of ``instance``: candidates, simulator.
 
     Parameters
     ----------

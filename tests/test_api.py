@@ -17,7 +17,7 @@ import pytest
 
 import rlplan
 from rlplan.rpeg.errors import InputError, InstanceError, PlanError
-from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.schema.instance import load_instance
 from rlplan.rpeg.schema.yamlio import loads
 from rlplan.solvers.result import Result as SolverResult

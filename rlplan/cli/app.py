@@ -22,10 +22,10 @@ from rlplan.outputs.perfetto import perfetto_trace
 from rlplan.outputs.vocabulary import framework_view
 from rlplan.rpeg import interrupts as stop
 from rlplan.rpeg.errors import InputError, cap
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.model.cost import parameter_count
 from rlplan.rpeg.model.plan import plan_to_json, read_plan
-from rlplan.rpeg.problem import Problem
 from rlplan.rpeg.schema.limits import MAX_SEED, MAX_THREADS, MAX_TIME_LIMIT
 from rlplan.rpeg.search.baselines import concurrent_plan, greedy_plan
 from rlplan.solvers import BACKENDS

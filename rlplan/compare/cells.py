@@ -41,7 +41,7 @@ def run_cell(cell: Cell, time_limit: float, threads: int, seed: int) -> dict:
     ends at the reported makespan), and the history itself.
     """
     from rlplan.rpeg.errors import InputError
-    from rlplan.rpeg.problem import Problem
+    from rlplan.rpeg.evaluation.problem import Problem
     from rlplan.rpeg.schema.instance import parse_instance
     from rlplan.rpeg.schema.yamlio import loads
     from rlplan.solvers import get_solver

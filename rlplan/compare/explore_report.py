@@ -13,11 +13,12 @@ from rlplan.compare.explore_plots import (
     sweep_figure,
     tornado_figure,
 )
+from rlplan.compare.sweep_parameters import SWEEP_COLUMNS, TORNADO_COLUMNS
 from rlplan.outputs.files import OutputBundle
 from rlplan.outputs.html_page import HtmlReport
 
 if TYPE_CHECKING:
-    from rlplan.compare.sweep import Parameter
+    from rlplan.compare.sweep_parameters import Parameter
 
 _PROOF_NOTE = (
     "Every number comes from the exact simulator. OPTIMAL means the simulated step time is "
@@ -144,7 +145,6 @@ def write_sweep_outputs(
     list[str]
         The paths written.
     """
-    from rlplan.compare.sweep import SWEEP_COLUMNS, TORNADO_COLUMNS
 
     name = os.path.splitext(os.path.basename(instance))[0]
     with OutputBundle(out) as bundle:

@@ -23,9 +23,9 @@ from pathlib import Path
 from rlplan.outputs.files import write_text
 from rlplan.paths import INSTANCES
 from rlplan.rpeg.errors import InputError
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.model.plan import Plan, read_plan
-from rlplan.rpeg.problem import Problem
 
 #: Where the published runs live.
 PUBLISHED = INSTANCES / "published"

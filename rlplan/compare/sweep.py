@@ -40,14 +40,16 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 import os
-import re
 import sys
 from dataclasses import dataclass
 from typing import Any
 
+from rlplan.compare.explore_report import write_sweep_outputs
 from rlplan.compare.plandiff import describe_changes, plan_changes
+from rlplan.compare.sweep_parameters import (
+    Parameter,
+)
 from rlplan.compare.variants import (
     PLAN_STATUSES,
     RunSettings,
@@ -60,34 +62,6 @@ from rlplan.compare.variants import (
 from rlplan.rpeg.errors import InputError, did_you_mean
 from rlplan.rpeg.schema.instance import LEVELS, Hardware
 
-SWEEP_COLUMNS = (
-    "param",
-    "value",
-    "status",
-    "step_time_s",
-    "bound_step_s",
-    "gap",
-    "step_change_s",
-    "samples_per_s",
-    "plan_change",
-    "wall_time_s",
-    "message",
-)
-TORNADO_COLUMNS = (
-    "rank",
-    "field",
-    "unit",
-    "base_value",
-    "low_value",
-    "high_value",
-    "step_base_s",
-    "step_low_s",
-    "step_high_s",
-    "change_low_s",
-    "change_high_s",
-    "status_low",
-    "status_high",
-)
 #: Fields describing the cluster's shape, not its figures: never in the tornado.
 SHAPE_FIELDS = ("racks", "nodes_per_rack", "gpus_per_node")
 #: Upper limits of fraction-valued fields (the schema's ranges).
@@ -107,7 +81,6 @@ _UNITS = {
     "memory_reserve": "fraction",
     "non_gemm_ratio": "ratio",
 }
-_INTEGER = re.compile(r"^[+-]?\d+$")
 
 
 def field_unit(name: str) -> str:
@@ -117,57 +90,6 @@ def field_unit(name: str) -> str:
     if name.startswith("beta_"):
         return "bytes/s"
     return _UNITS.get(name, "")
-
-
-@dataclass(frozen=True)
-class Parameter:
-    """A parsed ``--param``: a field path and its values.
-
-    Attributes
-    ----------
-    path
-        Dotted path, e.g. ``hardware.memory_per_gpu``.
-    values
-        Values in the order given (ints for integer literals, else floats).
-    """
-
-    path: str
-    values: tuple[float, ...]
-
-
-def parse_parameter(text: str) -> Parameter:
-    """Parse ``PATH=v1,v2,...``.
-
-    Raises
-    ------
-    InputError
-        For a missing ``=``, a path that is not ``section.field``, a
-        non-numeric or repeated value, or no value.
-    """
-    if "=" not in text:
-        raise InputError("--param", f"expected PATH=v1,v2,..., got {text!r}")
-    path, _, listed = text.partition("=")
-    path = path.strip()
-    parts = path.split(".")
-    if len(parts) < 2 or not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", p) for p in parts):
-        raise InputError("--param", f"{path!r} is not a field path such as hardware.memory_per_gpu")
-    values: list[float] = []
-    for item in listed.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        try:
-            value: float = int(item) if _INTEGER.match(item) else float(item)
-        except ValueError:
-            raise InputError("--param", f"{item!r} is not a number ({path})") from None
-        if isinstance(value, float) and not math.isfinite(value):
-            raise InputError("--param", f"{item!r} is not a finite number ({path})")
-        if value in values:
-            raise InputError("--param", f"{item} is given twice ({path})")
-        values.append(value)
-    if not values:
-        raise InputError("--param", f"give at least one value, e.g. {path}=1,2")
-    return Parameter(path, tuple(values))
 
 
 def set_field(document: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
@@ -447,7 +369,6 @@ def run_sweep(settings: SweepSettings) -> int:
         else:
             entries = tornado_entries(fields, base, records)
             print_tornado(entries, base_step, skipped)
-    from rlplan.compare.explore_report import write_sweep_outputs
 
     written = write_sweep_outputs(
         settings.out, settings.instance, settings.parameter, rows, entries, base_step, skipped

@@ -146,8 +146,8 @@ def solve_variant(variant: Variant, time_limit: float, threads: int, seed: int) 
         ``fingerprint`` (of the variant instance) and ``plan`` (the plan
         document of :func:`rlplan.rpeg.model.plan.plan_to_json`, or None).
     """
+    from rlplan.rpeg.evaluation.problem import Problem
     from rlplan.rpeg.model.plan import plan_to_json
-    from rlplan.rpeg.problem import Problem
     from rlplan.solvers import get_solver
     from rlplan.solvers.options import SolveOptions
 

@@ -25,10 +25,10 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.candidates import Candidate, CandidateDirectory
 from rlplan.rpeg.model.plan import Placement, Plan, make_staleness
-from rlplan.rpeg.problem import Problem
 
 #: Largest total rounding error of a schedule, relative to the upper bound.
 REL_ROUNDING = 1e-4

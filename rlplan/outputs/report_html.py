@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from rlplan.outputs.html_page import HtmlReport
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
-from rlplan.rpeg.problem import Problem
 from rlplan.solvers.result import Result
 
 

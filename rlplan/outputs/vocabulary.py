@@ -35,11 +35,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.model.cost import Strategy
 from rlplan.rpeg.model.plan import Plan
-from rlplan.rpeg.model.templates import Kind
-from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.templates import Kind
 
 #: What the sharding candidates are called in the frameworks.
 SHARDING_WORDS = {

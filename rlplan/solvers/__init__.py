@@ -7,7 +7,7 @@ import importlib
 from collections.abc import Callable
 
 from rlplan.rpeg.errors import InputError
-from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.result import Result, Status
 

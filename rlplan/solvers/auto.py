@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Plan
-from rlplan.rpeg.problem import Problem
 from rlplan.solvers import cpsat
 from rlplan.solvers.common import plan_result, unplaceable_result
 from rlplan.solvers.local import best_baseline, improve

@@ -7,10 +7,10 @@ import time
 from collections.abc import Callable
 
 from rlplan.rpeg import interrupts as stop
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Simulator
 from rlplan.rpeg.model.candidates import CandidateDirectory
 from rlplan.rpeg.model.plan import Plan
-from rlplan.rpeg.problem import Problem
 from rlplan.solvers.result import Result, Status, verdict
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.search.baselines import concurrent_plan
 from rlplan.solvers.common import baseline_result
 from rlplan.solvers.options import SolveOptions

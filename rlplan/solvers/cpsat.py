@@ -37,8 +37,8 @@ from ortools.sat.python import cp_model
 
 from rlplan.formulation import Formulation, build_formulation, rows
 from rlplan.rpeg import interrupts as stop
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Plan
-from rlplan.rpeg.problem import Problem
 from rlplan.solvers.common import (
     BuildTimeout,
     Deadline,

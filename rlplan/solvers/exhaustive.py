@@ -25,8 +25,8 @@ from __future__ import annotations
 import itertools
 import time
 
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Placement, Plan, make_staleness
-from rlplan.rpeg.problem import Problem
 from rlplan.solvers.common import plan_result, unplaceable_result
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.result import Result, Status

@@ -5,13 +5,13 @@ from __future__ import annotations
 import random
 import time
 
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Plan
-from rlplan.rpeg.model.templates import FUSED
-from rlplan.rpeg.problem import Problem
 from rlplan.rpeg.search.annealing import SimulatedAnnealing
 from rlplan.rpeg.search.baselines import concurrent_plan, greedy_plan, repair_memory
 from rlplan.rpeg.search.sampling import random_plan
 from rlplan.rpeg.search.stopping import StoppingCriterion
+from rlplan.rpeg.templates import FUSED
 from rlplan.solvers.common import (
     best_over_templates,
     plan_result,

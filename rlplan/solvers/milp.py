@@ -61,8 +61,8 @@ import pyomo.environ as pyo
 from rlplan.formulation import Formulation, build_formulation, rows
 from rlplan.rpeg import interrupts as stop
 from rlplan.rpeg.errors import InputError
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Plan
-from rlplan.rpeg.problem import Problem
 from rlplan.solvers.common import (
     BuildTimeout,
     Deadline,

@@ -1,7 +1,7 @@
 """Deciding the template of an AC-share instance with a backend that solves one template.
 
 A PPO instance with ``optimizer.staleness_candidates.ac_share`` has two
-templates (:mod:`rlplan.rpeg.model.templates`): separate actor and critic, and the fused
+templates (:mod:`rlplan.rpeg.templates`): separate actor and critic, and the fused
 actor-critic ``ac`` whose objective is the step time x (1 + ``lambda_ac``).
 :func:`each_template` decorates a backend's ``solve(problem, options)`` (the
 exhaustive oracle, CP-SAT, the MILP): it runs
@@ -22,8 +22,8 @@ import math
 import time
 from collections.abc import Callable
 
-from rlplan.rpeg.model.templates import FUSED, SEPARATE
-from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.evaluation.problem import Problem
+from rlplan.rpeg.templates import FUSED, SEPARATE
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.result import Result, Status, verdict
 

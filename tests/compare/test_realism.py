@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from rlplan.compare import realism
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import read_plan
-from rlplan.rpeg.problem import Problem
 
 TINY = Path(__file__).resolve().parent.parent / "data" / "published_tiny"
 

@@ -16,8 +16,8 @@ import pytest
 
 from rlplan.formulation import build_formulation, rows
 from rlplan.formulation.model import Formulation
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Plan
-from rlplan.rpeg.problem import Problem
 from rlplan.rpeg.schema.instance import load_instance
 from rlplan.rpeg.search.sampling import random_plan
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from rlplan.formulation import build_formulation
 from rlplan.formulation.model import symmetry_root
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Placement, Plan
-from rlplan.rpeg.problem import Problem
 from rlplan.rpeg.schema.instance import parse_instance
 from rlplan.rpeg.schema.yamlio import read_yaml_file
 from rlplan.rpeg.search.sampling import random_plan

@@ -6,7 +6,7 @@ import pytest
 
 from rlplan.compare.pareto import plan_points
 from rlplan.formulation import build_formulation
-from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.schema.instance import load_instance, parse_instance
 
 

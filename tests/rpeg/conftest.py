@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Placement, Plan, make_staleness
-from rlplan.rpeg.problem import Problem
 from rlplan.rpeg.schema.instance import Instance, parse_instance
 
 INSTANCES = Path(__file__).resolve().parents[2] / "instances"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import itertools
 
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.blocks import Block
-from rlplan.rpeg.problem import Problem
 from rlplan.rpeg.schema.instance import load_instance
 from rlplan.rpeg.search.baselines import _pack
 

@@ -18,8 +18,8 @@ from rlplan.rpeg.model.cost import (
     p2p_time,
     parameter_count,
 )
-from rlplan.rpeg.model.templates import Kind, Vertex
 from rlplan.rpeg.schema.instance import ModelSpec
+from rlplan.rpeg.templates import Kind, Vertex
 
 GENERATE = Vertex("actor", Kind.GENERATE)
 ACTOR_TRAIN = Vertex("actor", Kind.TRAIN)

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.candidates import Strategy
-from rlplan.rpeg.problem import Problem
 from rlplan.rpeg.schema.instance import load_instance, parse_instance
 from rlplan.rpeg.schema.yamlio import read_yaml_file
 from tests.solvers.conftest import ROOT

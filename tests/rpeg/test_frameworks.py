@@ -23,8 +23,8 @@ import yaml
 
 from rlplan.outputs.frameworks import FRAMEWORKS, export_config, framework_settings
 from rlplan.outputs.frameworks.common import round_up
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import plan_from_json, read_plan
-from rlplan.rpeg.problem import Problem
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = ROOT / "instances" / "published"

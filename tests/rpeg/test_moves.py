@@ -15,8 +15,8 @@ import random
 
 import pytest
 
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Placement, Plan
-from rlplan.rpeg.problem import Problem
 from rlplan.rpeg.search import moves
 from rlplan.rpeg.search.annealing import SimulatedAnnealing
 from rlplan.rpeg.search.state import SearchState

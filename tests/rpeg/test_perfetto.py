@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from rlplan.outputs.perfetto import gpu_span, perfetto_trace, write_perfetto
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Event, Trace
-from rlplan.rpeg.problem import Problem
 from rlplan.rpeg.schema.instance import parse_hardware
 from rlplan.rpeg.search.baselines import greedy_plan
 

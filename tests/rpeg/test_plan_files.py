@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlplan.rpeg.errors import PlanError
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.cost import Strategy
 from rlplan.rpeg.model.plan import Placement, Plan, make_staleness, plan_from_json, plan_to_json
-from rlplan.rpeg.problem import Problem
 from rlplan.rpeg.search.sampling import random_plan
 from tests.rpeg.conftest import _load
 

@@ -19,7 +19,6 @@ import pytest
 
 from rlplan.rpeg.errors import InstanceError
 from rlplan.rpeg.model.cost import CostModel, Strategy, layer_parameters, parameter_count
-from rlplan.rpeg.model.templates import Kind, Vertex
 from rlplan.rpeg.schema.instance import (
     ModelSpec,
     instance_fingerprint,
@@ -28,6 +27,7 @@ from rlplan.rpeg.schema.instance import (
 )
 from rlplan.rpeg.schema.presets import GPU_PRESETS, MODEL_PRESETS
 from rlplan.rpeg.schema.yamlio import loads
+from rlplan.rpeg.templates import Kind, Vertex
 
 REPO = Path(__file__).resolve().parents[2]
 INSTANCES = REPO / "instances"

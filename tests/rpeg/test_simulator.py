@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlplan.rpeg.errors import PlanError
-from rlplan.rpeg.model.templates import run_id, unroll
 from rlplan.rpeg.search.sampling import random_plan
+from rlplan.rpeg.templates import run_id, unroll
 
 #: Instances of ``instances/`` the property tests draw plans on: the tiny ones
 #: and the 16-GPU ones.
@@ -368,7 +368,7 @@ def test_run_ids_match_start_order_entries(frozen_problem, single_gpu_plan):
 def test_old_logprobs_use_the_latest_weights_whatever_the_staleness(frozen_problem):
     """Actor staleness 1: the rollout of step 1 overlaps training of step 0, but actor.infer
     of step 1 waits for actor.train of step 0 and its weights (the synchronous pub edge)."""
-    from rlplan.rpeg.problem import Problem
+    from rlplan.rpeg.evaluation.problem import Problem
     from tests.rpeg.conftest import place_on_single_gpus
 
     instance = frozen_problem("frozen_tiny_ppo_2gpu.yaml").instance

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlplan.rpeg.model.templates import Kind, build_template, run_id, unroll
+from rlplan.rpeg.templates import Kind, build_template, run_id, unroll
 
 
 def _named(template, edges):

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from rlplan.outputs.vocabulary import framework_markdown, framework_view, staleness_words
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.cost import Strategy
 from rlplan.rpeg.model.plan import Placement, Plan, make_staleness
-from rlplan.rpeg.problem import Problem
 from rlplan.rpeg.schema.instance import parse_instance
 
 _LINK = {"alpha": 0.0, "beta": 1e9}

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.evaluation.problem import Problem
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = sorted(

@@ -18,12 +18,12 @@ from rlplan.cli import app as main
 from rlplan.outputs.frameworks import FRAMEWORKS, export_config
 from rlplan.outputs.report_md import render_report
 from rlplan.rpeg.errors import PlanError
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import plan_from_json, plan_to_json
-from rlplan.rpeg.model.templates import build_template
-from rlplan.rpeg.problem import Problem
 from rlplan.rpeg.schema.instance import parse_instance
 from rlplan.rpeg.schema.yamlio import loads
 from rlplan.rpeg.search.template_switch import convert_plan, switch_template
+from rlplan.rpeg.templates import build_template
 from rlplan.solvers import get_solver
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.result import Status

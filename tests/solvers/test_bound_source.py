@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rlplan.cli import app as main
-from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.schema.instance import load_instance
 from rlplan.solvers import SolveOptions, solve
 from tests.solvers.conftest import ROOT

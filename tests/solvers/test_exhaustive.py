@@ -319,7 +319,7 @@ def test_v2_optimum_uses_recompute_zero3_and_offload():
 def test_dominance_pruning_keeps_the_optimum(name, monkeypatch):
     """Without dominance pruning of the candidate directory the oracle proves the same
     optimum, on every tiny instance (on most, pruning removes candidates)."""
-    from rlplan.rpeg.problem import Problem
+    from rlplan.rpeg.evaluation.problem import Problem
     from tests.solvers.conftest import ROOT
 
     pruned = load_problem(name)
@@ -334,7 +334,7 @@ def test_dominance_pruning_keeps_the_optimum(name, monkeypatch):
 
 def test_dominance_pruning_removes_candidates_somewhere():
     """The pruning test above is not vacuous: pruning shrinks most tiny plan spaces."""
-    from rlplan.rpeg.problem import Problem
+    from rlplan.rpeg.evaluation.problem import Problem
     from tests.solvers.conftest import ROOT
 
     shrunk = 0

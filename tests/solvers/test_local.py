@@ -7,8 +7,8 @@ import random
 
 import pytest
 
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.candidates import strategy_problem
-from rlplan.rpeg.problem import Problem
 from rlplan.rpeg.search import moves
 from rlplan.rpeg.search.annealing import SimulatedAnnealing
 from rlplan.rpeg.search.sampling import random_plan

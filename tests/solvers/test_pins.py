@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from rlplan.outputs.report_md import render_report
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.cost import Strategy
 from rlplan.rpeg.model.plan import plan_to_json
-from rlplan.rpeg.problem import Problem
 from rlplan.rpeg.schema.instance import parse_instance
 from rlplan.rpeg.schema.yamlio import read_yaml_file
 from rlplan.solvers import exhaustive, get_solver

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from rlplan.outputs.report_md import memory_rows, render_report
-from rlplan.rpeg.problem import Problem
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.search.baselines import greedy_plan
 from rlplan.solvers.common import plan_result
 from rlplan.solvers.result import Result, Status

@@ -18,8 +18,8 @@ from rlplan.outputs.frameworks import nemo_rl, openrlhf, verl
 from rlplan.outputs.frameworks.common import PlanFacts, Settings
 from rlplan.paths import SOURCE_ROOT
 from rlplan.rpeg.errors import InputError, InstanceError
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Plan
-from rlplan.rpeg.problem import Problem
 from rlplan.rpeg.schema.instance import instance_fingerprint, load_instance
 
 #: Framework name (as ``--framework`` takes it) -> its module.

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlplan.outputs.vocabulary import framework_view
+from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.plan import Plan
-from rlplan.rpeg.problem import Problem
 
 
 def round_up(value: float, digits: int = 2) -> float:

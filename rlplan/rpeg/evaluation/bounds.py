@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlplan.rpeg.model.candidates import CandidateDirectory
-from rlplan.rpeg.model.templates import unroll
+from rlplan.rpeg.templates import unroll
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import Any
 from rlplan.rpeg.errors import PlanError
 from rlplan.rpeg.model.candidates import CandidateDirectory
 from rlplan.rpeg.model.plan import Plan
-from rlplan.rpeg.model.templates import Kind, unroll
+from rlplan.rpeg.templates import Kind, unroll
 
 
 @dataclass(frozen=True, slots=True)

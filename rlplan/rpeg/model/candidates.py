@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from rlplan.rpeg.model.blocks import Block, Cluster
 from rlplan.rpeg.model.cost import CostModel, Footprint, Strategy
-from rlplan.rpeg.model.templates import FUSED, SEPARATE, Kind, Template, Vertex, build_template
 from rlplan.rpeg.schema.instance import Instance
 from rlplan.rpeg.schema.pins import Pins, block_pin_problem
+from rlplan.rpeg.templates import FUSED, SEPARATE, Kind, Template, Vertex, build_template
 
 
 @dataclass(frozen=True, slots=True)

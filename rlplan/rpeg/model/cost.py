@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlplan.rpeg.model.blocks import Cluster
-from rlplan.rpeg.model.templates import AC_MODEL, Kind, Vertex
 from rlplan.rpeg.schema.instance import Hardware, Instance, ModelSpec, Workload
+from rlplan.rpeg.templates import AC_MODEL, Kind, Vertex
 
 BF16 = 2
 FP32 = 4

@@ -16,10 +16,10 @@ from rlplan.rpeg.errors import PlanError, did_you_mean
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.candidates import CandidateDirectory, strategy_problem
 from rlplan.rpeg.model.cost import Strategy
-from rlplan.rpeg.model.templates import AC_MODEL, FUSED, SEPARATE, Kind, Vertex
 from rlplan.rpeg.schema.instance import _describe as _short
 from rlplan.rpeg.schema.instance import instance_fingerprint
 from rlplan.rpeg.schema.pins import block_pin_problem
+from rlplan.rpeg.templates import AC_MODEL, FUSED, SEPARATE, Kind, Vertex
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +45,7 @@ class Plan:
         simulator use its deterministic list order.
 
     A plan of the fused actor-critic (AC-share) template of PPO
-    (:mod:`rlplan.rpeg.model.templates`) is recognised by its staleness, which then
+    (:mod:`rlplan.rpeg.templates`) is recognised by its staleness, which then
     names the fused model ``ac`` alone (:attr:`fused`); its placements
     follow that template (``ac.infer``, ``ac.train``). Plan files record
     the template as ``"template": "separate" | "ac_share"``.

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlplan.rpeg.errors import InstanceError, did_you_mean
-from rlplan.rpeg.model.templates import AC_MODEL, FUSED, SEPARATE
 from rlplan.rpeg.schema.limits import (
     MAX_QUANTILES,
     check_cluster_size,
@@ -30,6 +29,7 @@ from rlplan.rpeg.schema.limits import (
 from rlplan.rpeg.schema.pins import Pins, narrowed_staleness, parse_pins
 from rlplan.rpeg.schema.presets import expand_hardware, expand_model
 from rlplan.rpeg.schema.yamlio import read_yaml_file
+from rlplan.rpeg.templates import AC_MODEL, FUSED, SEPARATE
 
 ALGORITHMS = ("ppo", "grpo", "dpo")
 
@@ -682,7 +682,7 @@ class OptimizerConfig:
     ``staleness_candidates`` maps each trained model to its staleness
     choices; the file's ``ac_share`` entry (PPO only) is stored under the
     fused model's name ``ac`` and enables the AC-share template (a fused
-    actor-critic, :mod:`rlplan.rpeg.model.templates`). ``lambda_ac`` (default 0.15, as in
+    actor-critic, :mod:`rlplan.rpeg.templates`). ``lambda_ac`` (default 0.15, as in
     the reference optimizer) is that template's relative penalty: every
     solver minimises step time x (1 + lambda_ac) for a fused plan and the
     plain step time otherwise, since a shared backbone couples the policy
@@ -1153,8 +1153,8 @@ class Instance:
         One-line notes about accepted but ignored input.
     template
         The template this instance's plan space is restricted to
-        (:data:`~rlplan.rpeg.model.templates.SEPARATE` or
-        :data:`~rlplan.rpeg.model.templates.FUSED`),
+        (:data:`~rlplan.rpeg.templates.SEPARATE` or
+        :data:`~rlplan.rpeg.templates.FUSED`),
         or None for every template the instance allows (see
         :attr:`templates`). Solvers that decide the template build the
         restricted variants with :meth:`restricted`; plan files record the

@@ -39,7 +39,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from rlplan.rpeg.errors import InstanceError, did_you_mean
-from rlplan.rpeg.model.templates import Kind, build_template
+from rlplan.rpeg.templates import Kind, build_template
 
 if TYPE_CHECKING:
     from rlplan.rpeg.model.blocks import Block

@@ -25,9 +25,9 @@ from typing import Protocol
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.candidates import Candidate, CandidateDirectory
 from rlplan.rpeg.model.plan import Placement, Plan
-from rlplan.rpeg.model.templates import unroll
 from rlplan.rpeg.schema.instance import OptimizerConfig
 from rlplan.rpeg.search.state import SearchState
+from rlplan.rpeg.templates import unroll
 
 #: Move kinds: structural moves of one vertex, of two vertices, and parameter moves.
 SINGLE, PAIR, PARAMETER = "single", "pair", "parameter"

@@ -39,7 +39,7 @@ def random_topological_order(
     directory: CandidateDirectory, plan: Plan, rng: random.Random
 ) -> tuple[tuple[int, int], ...]:
     """A random topological order of the plan's runs (Kahn's algorithm, random picks)."""
-    from rlplan.rpeg.model.templates import unroll
+    from rlplan.rpeg.templates import unroll
 
     count = len(directory.template.vertices)
     runs = count * directory.instance.k_eval

@@ -1,7 +1,7 @@
 """The local search's template move: switch a plan between separate and fused actor-critic.
 
 An AC-share instance (PPO with ``optimizer.staleness_candidates.ac_share``)
-has two templates (:mod:`rlplan.rpeg.model.templates`). :func:`convert_plan` carries a
+has two templates (:mod:`rlplan.rpeg.templates`). :func:`convert_plan` carries a
 plan over to the other template, vertex by vertex:
 
 * ``actor.generate``, ``reference.infer`` and ``reward.infer`` exist in both

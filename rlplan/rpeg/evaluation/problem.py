@@ -10,9 +10,9 @@ from rlplan.rpeg.evaluation.bounds import LowerBounds, lower_bounds
 from rlplan.rpeg.evaluation.simulator import Simulator
 from rlplan.rpeg.model.candidates import CandidateDirectory
 from rlplan.rpeg.model.plan import Plan
-from rlplan.rpeg.model.templates import FUSED
 from rlplan.rpeg.schema.instance import Instance, load_instance
 from rlplan.rpeg.schema.pins import pin_words
+from rlplan.rpeg.templates import FUSED
 
 
 @dataclass
