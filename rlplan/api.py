@@ -12,7 +12,6 @@ the ``plan.json`` form.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import warnings
 from collections.abc import Mapping
@@ -23,10 +22,9 @@ from rlplan.rpeg.errors import InputError, PlanError
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.model.plan import Plan, plan_from_json, plan_to_json, read_plan
-from rlplan.rpeg.schema.instance import Instance, _describe, load_instance, parse_instance
-from rlplan.rpeg.schema.limits import MAX_SEED, MAX_THREADS, MAX_TIME_LIMIT
-from rlplan.solvers import get_solver
-from rlplan.solvers.options import SolveOptions
+from rlplan.rpeg.schema.instance import Instance, load_instance, parse_instance
+from rlplan.rpeg.schema.solver_options import API
+from rlplan.solvers.options import solve_request
 from rlplan.solvers.progress import make_progress
 from rlplan.solvers.result import Result as SolverResult
 
@@ -124,32 +122,6 @@ class Result(SolverResult):
         return dict(self.plan_document["staleness"])
 
 
-def _positive(
-    value: Any,
-    name: str,
-    *,
-    integer: bool = False,
-    zero: bool = False,
-    high: float = math.inf,
-) -> None:
-    """Raise :class:`InputError` unless ``value`` is a finite number > 0 (>= 0 with ``zero``).
-
-    ``high`` is the largest value accepted (:mod:`rlplan.rpeg.schema.limits`).
-    """
-    kind = "an integer" if integer else "a number"
-    bad_type = isinstance(value, bool) or not isinstance(value, int if integer else int | float)
-    if (
-        bad_type
-        or not math.isfinite(float(min(value, high + 1)))
-        or value < 0
-        or (value == 0 and not zero)
-    ):
-        bound = ">= 0" if zero else "> 0"
-        raise InputError(name, f"must be {kind} {bound}, got {_describe(value)}")
-    if value > high:
-        raise InputError(name, f"must be at most {high:g}, got {_describe(value)}")
-
-
 def solve(
     instance: InstanceLike,
     solver: str | None = "auto",
@@ -177,7 +149,8 @@ def solve(
     seed
         Random seed (default ``solver.seed``).
     gap
-        Relative gap at which an exact backend may stop (default ``solver.gap``).
+        Relative gap ``(score - bound) / score`` at which an exact backend may
+        stop, 0 to 1 (default ``solver.gap``; 1: the first feasible plan).
     progress
         Show live progress on a terminal (stderr).
 
@@ -193,37 +166,21 @@ def solve(
     Raises
     ------
     InputError
-        For bad input: the instance (see :func:`load`), an unknown solver, a
-        non-positive time limit or thread count, a negative seed or gap.
+        For bad input: the instance (see :func:`load`), an unknown solver, or
+        an option outside its rule (the same as the instance file's
+        ``solver`` section and the command line apply: a time limit of
+        0.001 s to a week, 1 to 1024 threads, a seed of 0 to 2^31 - 1, a gap
+        of 0 to 1), naming the argument (``gap``).
     """
     problem = load(instance)
-    defaults = problem.instance.solver
-    name = defaults.backend if solver is None else solver
-    if not isinstance(name, str):
-        raise InputError("solver", f"must be a backend name, got {_kind(name)}")
-    try:
-        backend = get_solver(name)
-    except InputError as exc:
-        raise InputError("solver", exc.message) from None
-    time_limit = defaults.time_limit if time_limit is None else time_limit
-    _positive(time_limit, "time_limit", high=MAX_TIME_LIMIT)
-    threads = defaults.threads if threads is None else threads
-    _positive(threads, "threads", integer=True, high=MAX_THREADS)
-    seed = defaults.seed if seed is None else seed
-    _positive(seed, "seed", integer=True, zero=True, high=MAX_SEED)
-    gap = defaults.gap if gap is None else gap
-    _positive(gap, "gap", zero=True, high=1.0)
-    options = SolveOptions(
-        time_limit=float(time_limit),
-        threads=threads,
-        seed=seed,
-        gap=float(gap),
-        progress=make_progress(
-            f"{name} on {problem.instance.name}", problem.instance.k_eval, not progress
-        ),
+    given = {"time_limit": time_limit, "threads": threads, "seed": seed, "gap": gap}
+    request = solve_request(problem.instance.solver, {"backend": solver, **given}, API)
+    options = request.options
+    options.progress = make_progress(
+        f"{request.backend} on {problem.instance.name}", problem.instance.k_eval, not progress
     )
     try:
-        found = backend(problem, options)
+        found = request.solve(problem, options)
     finally:
         options.progress.close()
     found.stats.setdefault("incumbent_history", options.progress.history)

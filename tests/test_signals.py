@@ -10,25 +10,37 @@ the signal: no sleep decides when the signal arrives. The time limits are
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from rlplan.rpeg.interrupts import REPEAT_S
+
 REPO = Path(__file__).resolve().parent.parent
 PPO_16 = REPO / "instances" / "ppo_8b_1x2x8_h100.yaml"
 
+STOPPING = "SIGINT: stopping, writing the best plan so far (again to exit at once)"
+
 #: Runs main.main with a marker on stderr when a phase starts:
 #: "SEARCH cpsat" (CP-SAT searching), "SEARCH milp" (HiGHS running),
-#: "SEARCH local" (the local search of the ``local`` backend).
+#: "SEARCH local" (the local search of the ``local`` backend). With
+#: SIGNAL_TEST_MODE=hold-writing the first staged output prints "WRITING" and waits
+#: until a second signal has asked to exit; with SIGNAL_TEST_MODE=stuck-search the
+#: local search never returns (a search slow to honour the stop request).
 WRAPPER = r"""
-import contextlib, sys
+import contextlib, os, sys, time
 sys.path.insert(0, {repo!r})
 from rlplan.cli import app as main
+from rlplan.outputs.files import OutputBundle
 from rlplan.rpeg import interrupts as stop
 import rlplan.solvers.local as local
+
+MODE = os.environ.get("SIGNAL_TEST_MODE", "")
 
 def say(phase):
     print(f"SEARCH {{phase}}", file=sys.stderr, flush=True)
@@ -50,18 +62,35 @@ stop.solve_highs = solve_highs
 original_improve = local.improve
 def improve(*args, **kwargs):
     say("local")
+    while MODE == "stuck-search":
+        time.sleep(0.05)
     return original_improve(*args, **kwargs)
 local.improve = improve
+
+original_write_json = OutputBundle.write_json
+held = []
+def write_json(self, name, document):
+    if MODE == "hold-writing" and not held:
+        held.append(name)
+        print("WRITING", file=sys.stderr, flush=True)
+        deadline = time.monotonic() + 60
+        while stop.exit_pending() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return original_write_json(self, name, document)
+OutputBundle.write_json = write_json
 
 sys.exit(main.main(sys.argv[1:]))
 """
 
 
-def start(solver: str, out: Path) -> subprocess.Popen:
+def start(solver: str, out: Path, mode: str = "") -> subprocess.Popen:
     argv = [sys.executable, "-c", WRAPPER.format(repo=str(REPO)), "solve", str(PPO_16)]
     argv += ["--solver", solver, "--time-limit", "600", "--out", str(out), "--quiet"]
     argv += ["--evaluations", "2000"]  # a short warm-start search: the exact phase sooner
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, "SIGNAL_TEST_MODE": mode}
+    return subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
 
 
 def wait_for(process: subprocess.Popen, marker: str) -> None:
@@ -117,10 +146,78 @@ def test_a_second_signal_exits_at_once_without_a_partial_folder(tmp_path):
     process = start("cpsat", out)
     wait_for(process, "SEARCH cpsat")
     process.send_signal(signal.SIGINT)
-    wait_for(process, "SIGINT: stopping, writing the best plan so far (again to exit at once)")
+    wait_for(process, STOPPING)
     process.send_signal(signal.SIGINT)
     code, _, stderr = finish(process)
     assert code in (0, 128 + signal.SIGINT), stderr  # 0 if the outputs were already written
     assert "Traceback" not in stderr
     if out.exists():  # written before the second signal: complete
         assert {"result.json", "plan.json", "report.html"} <= {p.name for p in out.iterdir()}
+
+
+def complete_outputs(out: Path) -> dict:
+    """The run folder's result document, after checking every output is there and whole."""
+    names = {p.name for p in out.iterdir()}
+    assert {"result.json", "plan.json", "trace.json", "report.md", "report.html"} <= names
+    assert "gantt.png" in names
+    plan = json.loads((out / "plan.json").read_text(encoding="utf-8"))
+    assert plan["vertices"]
+    return json.loads((out / "result.json").read_text(encoding="utf-8"))
+
+
+def no_staging_left(folder: Path) -> bool:
+    return not [p for p in folder.iterdir() if p.name.startswith((".staging-", ".replaced-"))]
+
+
+def test_the_same_signal_again_at_once_is_one_request(tmp_path):
+    """``timeout`` signals the process, then its group: once the second copy exited 130 with
+    nothing written (2 runs in 6). A repeat within REPEAT_S of the first is the same request."""
+    out = tmp_path / "run"
+    process = start("cpsat", out)
+    wait_for(process, "SEARCH cpsat")
+    process.send_signal(signal.SIGINT)
+    wait_for(process, STOPPING)
+    process.send_signal(signal.SIGINT)
+    code, stdout, stderr = finish(process)
+    assert code == 0, stderr
+    assert complete_outputs(out)["stats"]["interrupted_by"] == "SIGINT"
+    assert "wrote " in stdout
+    assert no_staging_left(tmp_path)
+
+
+@pytest.mark.parametrize("second", [signal.SIGINT, signal.SIGTERM])
+def test_a_second_signal_while_writing_exits_once_the_outputs_are_complete(tmp_path, second):
+    out = tmp_path / "run"
+    process = start("cpsat", out, mode="hold-writing")
+    wait_for(process, "SEARCH cpsat")
+    process.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    wait_for(process, "WRITING")
+    # Past the window in which the same signal again counts as the first delivered twice.
+    time.sleep(max(0.0, sent + REPEAT_S + 0.2 - time.monotonic()))
+    process.send_signal(second)
+    code, stdout, stderr = finish(process)
+    assert code == 128 + second, stderr
+    assert "Traceback" not in stderr
+    assert f"{signal.Signals(second).name}: exiting once the outputs" in stderr
+    result = complete_outputs(out)
+    assert result["message"].startswith("interrupted by SIGINT")
+    assert "wrote " in stdout
+    assert no_staging_left(tmp_path)
+
+
+def test_a_second_signal_during_the_search_exits_at_once(tmp_path):
+    """A search that does not stop on the first signal: the second ends the run, nothing
+    written (the previous folder, here none, is left as it was)."""
+    out = tmp_path / "run"
+    process = start("local", out, mode="stuck-search")
+    wait_for(process, "SEARCH local")
+    process.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    wait_for(process, STOPPING)
+    time.sleep(max(0.0, sent + REPEAT_S + 0.2 - time.monotonic()))
+    process.send_signal(signal.SIGINT)
+    code, _, stderr = finish(process)
+    assert code == 128 + signal.SIGINT, stderr
+    assert not out.exists()
+    assert no_staging_left(tmp_path)

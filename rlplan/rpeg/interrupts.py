@@ -5,9 +5,15 @@ One process-wide stop flag. :func:`handle_signals` installs the handlers of
 it (the local search's stopping criterion, the exact models' build
 deadline) or is stopped through a hook (:func:`on_stop`: CP-SAT's
 ``StopSearch``, HiGHS's interrupt callback), so the solve returns within a
-moment with the best plan so far, which is written out as usual. A second
-signal exits at once (code 128 + signal number); outputs are swapped in
-whole, so the files already written are complete and none is half written.
+moment with the best plan so far, which is written out as usual.
+
+A second signal exits (code 128 + signal number): at once while the search
+runs, and only once the outputs are complete while they are written (the
+block :func:`critical` guards), so an exit never loses the plan being
+written and never leaves a file half written. The same signal again within
+:data:`REPEAT_S` seconds of the first is that first signal delivered twice
+and is ignored: ``timeout``, job schedulers and ``kill`` of a process group
+send a signal to the process and then to its group, a moment apart.
 
 The flag is also set from a watcher thread woken through
 :func:`signal.set_wakeup_fd`: Python runs signal handlers only in the main
@@ -20,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,8 +35,12 @@ _requested = threading.Event()
 _lock = threading.Lock()
 _hooks: list[Callable[[], None]] = []
 _signals_seen: list[int] = []
+_first_seen_at = 0.0
 _critical = 0
 _exit_pending: int | None = None
+
+#: Seconds within which the first signal again is the same request delivered twice.
+REPEAT_S = 0.5
 
 #: The signals :func:`handle_signals` turns into stop requests.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -59,12 +70,13 @@ def request() -> None:
 
 def reset() -> None:
     """Clear the flag and the signals seen (between solves of one process, in tests)."""
-    global _exit_pending
+    global _exit_pending, _first_seen_at
     with _lock:
         _requested.clear()
         _signals_seen.clear()
         _abandoned.clear()
         _exit_pending = None
+        _first_seen_at = 0.0
 
 
 @contextlib.contextmanager
@@ -156,9 +168,19 @@ def _yield_native_threads() -> None:
                 os.setpriority(os.PRIO_PROCESS, int(name), 19)
 
 
+def exit_pending() -> int | None:
+    """The exit code a second signal asked for while outputs were written, or None."""
+    return _exit_pending
+
+
 @contextlib.contextmanager
 def critical() -> Iterator[None]:
-    """Defer the exit of a second signal until the block ends (moving outputs into place)."""
+    """Defer the exit of a second signal until the block ends (outputs are being written).
+
+    When the outermost block ends and a second signal came during it, the
+    process exits with that signal's code (after flushing stdout and stderr),
+    whether the block ended normally or not.
+    """
     global _critical
     with _lock:
         _critical += 1
@@ -169,26 +191,56 @@ def critical() -> Iterator[None]:
             _critical -= 1
             pending = _exit_pending if _critical == 0 else None
         if pending is not None:
-            os._exit(pending)
+            _exit_now(pending)
 
 
-def _on_signal(signum: int) -> None:
-    """First signal: request a stop; second: exit now (after any critical block)."""
-    global _exit_pending
+def _exit_now(code: int) -> None:
+    """Leave the process at once with ``code``, what was printed flushed."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+#: What :func:`_on_signal` did with a signal.
+FIRST, REPEAT, DEFERRED = "first", "repeat", "deferred"
+
+
+def _on_signal(signum: int) -> str:
+    """First signal: request a stop; second: exit now, or after the critical block.
+
+    Returns
+    -------
+    str
+        :data:`FIRST` (a stop was requested), :data:`REPEAT` (the first
+        signal delivered twice, ignored) or :data:`DEFERRED` (the exit waits
+        for the outputs); a second signal outside a critical block does not
+        return.
+    """
+    global _exit_pending, _first_seen_at
+    now = time.monotonic()
     with _lock:
+        first = not _signals_seen
+        if first:
+            _first_seen_at = now
+        elif signum == _signals_seen[0] and now - _first_seen_at <= REPEAT_S:
+            return REPEAT
         _signals_seen.append(signum)
-        second = len(_signals_seen) > 1
-        if second:
-            _exit_pending = 128 + _signals_seen[-1]
+        if not first:
+            _exit_pending = 128 + signum
             if _critical:
-                return
-    if second:
-        os._exit(128 + signum)
+                return DEFERRED
+    if not first:
+        _exit_now(128 + signum)
     request()
+    return FIRST
 
 
 @contextlib.contextmanager
-def handle_signals(on_first: Callable[[int], None] | None = None) -> Iterator[None]:
+def handle_signals(
+    on_first: Callable[[int], None] | None = None,
+    on_deferred: Callable[[int], None] | None = None,
+) -> Iterator[None]:
     """Turn SIGINT and SIGTERM into stop requests while the block runs.
 
     Parameters
@@ -196,6 +248,9 @@ def handle_signals(on_first: Callable[[int], None] | None = None) -> Iterator[No
     on_first
         Called with the signal number on the first signal (e.g. to print a
         line saying the run is stopping).
+    on_deferred
+        Called with the signal number on a second signal whose exit waits
+        for a :func:`critical` block (e.g. to say the outputs are finished first).
 
     Notes
     -----
@@ -224,11 +279,11 @@ def handle_signals(on_first: Callable[[int], None] | None = None) -> Iterator[No
                 return
             for signum in data:
                 if signum in STOP_SIGNALS and not done.is_set():
-                    first = not _signals_seen
-                    _on_signal(signum)
-                    if first and on_first is not None:
+                    action = _on_signal(signum)
+                    callback = {FIRST: on_first, DEFERRED: on_deferred}.get(action)
+                    if callback is not None:
                         with contextlib.suppress(Exception):
-                            on_first(signum)
+                            callback(signum)
 
     for sig in STOP_SIGNALS:
         signal.signal(sig, handler)

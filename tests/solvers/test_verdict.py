@@ -99,9 +99,10 @@ def test_without_a_requested_gap_the_same_plan_is_feasible(tmp_path, capsys):
     assert json.loads((out / "result.json").read_text())["status"] == "FEASIBLE"
 
 
-@pytest.mark.parametrize("gap", ["-0.1", "1", "2.5"])
+@pytest.mark.parametrize("gap", ["-0.1", "1.5", "2.5", "nan"])
 def test_bad_gap_is_one_line_exit_2(tmp_path, capsys, gap):
-    """A gap outside [0, 1): one line naming --gap, exit 2, nothing written."""
+    """A gap outside [0, 1]: one line naming --gap, exit 2, nothing written (a gap of 1, any
+    feasible plan, is accepted: tests/test_solve_options.py)."""
     out = tmp_path / "run"
     instance = f"{ROOT}/instances/{TINY_PPO}"
     code = main.main(["solve", instance, "--gap", gap, "--out", str(out), "--quiet"])

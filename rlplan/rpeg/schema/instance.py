@@ -28,6 +28,7 @@ from rlplan.rpeg.schema.limits import (
 )
 from rlplan.rpeg.schema.pins import Pins, narrowed_staleness, parse_pins
 from rlplan.rpeg.schema.presets import expand_hardware, expand_model
+from rlplan.rpeg.schema.solver_options import INSTANCE, OPTION_RULES, check_option
 from rlplan.rpeg.schema.yamlio import read_yaml_file
 from rlplan.rpeg.templates import AC_MODEL, FUSED, SEPARATE
 
@@ -1095,23 +1096,22 @@ def parse_reference(data: Any) -> ReferenceRun | None:
 
 @dataclass(frozen=True)
 class SolverConfig:
-    """The ``solver`` section: defaults of ``main.py solve`` (flags override them)."""
+    """The ``solver`` section: defaults of ``main.py solve`` (flags override them).
 
-    backend: str = "auto"
-    time_limit: float = 60.0
-    threads: int = 2
-    seed: int = 0
-    gap: float = 0.0
+    Each field follows its rule in
+    :data:`~rlplan.rpeg.schema.solver_options.OPTION_RULES`, the same rule the
+    API and the command line apply.
+    """
+
+    backend: str = OPTION_RULES["backend"].default
+    time_limit: float = OPTION_RULES["time_limit"].default
+    threads: int = OPTION_RULES["threads"].default
+    seed: int = OPTION_RULES["seed"].default
+    gap: float = OPTION_RULES["gap"].default
 
     def __post_init__(self) -> None:
-        if not isinstance(self.backend, str) or not self.backend:
-            raise InstanceError(
-                "solver.backend", f"must be a solver name, got {_describe(self.backend)}"
-            )
-        positive_float(self.time_limit, "solver.time_limit")
-        positive_int(self.threads, "solver.threads")
-        nonnegative_int(self.seed, "solver.seed")
-        nonnegative_float(self.gap, "solver.gap")
+        for name in OPTION_RULES:
+            check_option(name, getattr(self, name), INSTANCE)
 
 
 def parse_solver(data: Any) -> SolverConfig:
@@ -1119,22 +1119,12 @@ def parse_solver(data: Any) -> SolverConfig:
     if data is None:
         return SolverConfig()
     section = mapping(data, "solver")
-    check_keys(section, ("backend", "time_limit", "threads", "seed", "gap"), "solver")
-    values: dict[str, Any] = {}
-    if section.get("backend") is not None:
-        if not isinstance(section["backend"], str):
-            raise InstanceError(
-                "solver.backend", f"must be a solver name, got {_describe(section['backend'])}"
-            )
-        values["backend"] = section["backend"]
-    if section.get("time_limit") is not None:
-        values["time_limit"] = positive_float(section["time_limit"], "solver.time_limit")
-    if section.get("threads") is not None:
-        values["threads"] = positive_int(section["threads"], "solver.threads")
-    if section.get("seed") is not None:
-        values["seed"] = nonnegative_int(section["seed"], "solver.seed")
-    if section.get("gap") is not None:
-        values["gap"] = nonnegative_float(section["gap"], "solver.gap")
+    check_keys(section, tuple(OPTION_RULES), "solver")
+    values = {
+        name: check_option(name, section[name], INSTANCE)
+        for name in OPTION_RULES
+        if section.get(name) is not None
+    }
     return SolverConfig(**values)
 
 

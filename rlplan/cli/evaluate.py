@@ -1,0 +1,224 @@
+"""``check``, ``baseline`` and ``simulate``: an instance's sizes and bounds, and plans judged
+by the simulator without a solver."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+
+from rlplan.cli.common import (
+    EXIT_INFEASIBLE,
+    EXIT_NO_PLAN,
+    EXIT_OK,
+    gigabytes,
+    load_problem,
+    report_unplaceable,
+)
+from rlplan.outputs.files import OutputBundle, check_output_file, check_output_folder, write_json
+from rlplan.outputs.gantt import write_gantt
+from rlplan.rpeg.evaluation.problem import Problem
+from rlplan.rpeg.evaluation.simulator import Trace
+from rlplan.rpeg.model.cost import parameter_count
+from rlplan.rpeg.model.plan import plan_to_json, read_plan
+from rlplan.rpeg.search.baselines import concurrent_plan, greedy_plan
+from rlplan.solvers.common import best_over_templates
+
+
+def command_check(args: argparse.Namespace) -> int:
+    """Print what the instance implies: sizes, fastest candidates, bounds."""
+    problem = load_problem(args.instance)
+    print_sizes(problem)
+    print_fastest_candidates(problem)
+    if report_unplaceable(problem):
+        return EXIT_INFEASIBLE
+    print_bounds(problem)
+    return EXIT_OK
+
+
+def print_sizes(problem: Problem) -> None:
+    """The instance's cluster, models, plan space, pins and templates."""
+    instance, directory = problem.instance, problem.directory
+    hardware, cluster = instance.hardware, directory.cluster
+    print(f"instance     {instance.name}: {instance.algorithm}, k_eval {instance.k_eval}")
+    print(
+        f"cluster      {hardware.racks} x {hardware.nodes_per_rack} x {hardware.gpus_per_node}"
+        f" = {hardware.num_gpus} GPUs, {gigabytes(hardware.usable_memory)} usable each"
+    )
+    print("models")
+    for model, spec in instance.models.items():
+        params = parameter_count(spec, model)
+        shape = f"{spec.layers} layers, d {spec.hidden_dim}"
+        print(f"  {model:<10} {params / 1e9:8.3f} B parameters ({shape})")
+    print(
+        f"plan space   {len(cluster.blocks)} blocks, {len(cluster.shapes)} shapes, "
+        f"{directory.size} candidates, "
+        f"{directory.assignment_count()} (vertex, block, strategy) assignments"
+    )
+    print(
+        f"             {directory.enumerated} strategies per (vertex, shape) enumerated, "
+        f"{directory.fitting} fit in memory, {directory.size} kept after dominance pruning"
+    )
+    pins = instance.placement.pin
+    if pins:
+        from rlplan.rpeg.schema.pins import pin_words
+
+        pinned = [f"{name} {pin_words(pin)}" for name, pin in pins.vertices]
+        pinned += [f"staleness {model} {steps}" for model, steps in pins.staleness]
+        print(f"pins         {'; '.join(pinned)}")
+    if instance.ac_share:
+        print(
+            f"templates    separate actor and critic, or fused actor-critic (ac_share): "
+            f"fused score = step time x (1 + lambda_ac) = x {1 + instance.lambda_ac:g}"
+        )
+
+
+def print_fastest_candidates(problem: Problem) -> None:
+    """The fastest candidate of every vertex of every template."""
+    directory = problem.directory
+    print("fastest candidate per vertex")
+    for template in problem.templates:
+        variant = problem.variant(template).directory
+        shown = variant.template.vertices
+        if template != problem.templates[0]:
+            # The fused template's own vertices (the shared ones are listed above).
+            shown = tuple(v for v in shown if v.name not in directory.template.names)
+        for vertex in shown:
+            index = variant.template.index(vertex.name)
+            candidate = variant.fastest(index)
+            if candidate is None:
+                print(f"  {vertex.name:<16} none fits in memory")
+                continue
+            size = candidate.shape[0] * candidate.shape[1] * candidate.shape[2]
+            print(
+                f"  {vertex.name:<16} {candidate.time:10.4f} s on {size:>4} GPUs "
+                f"{candidate.strategy.label():<24} {gigabytes(candidate.memory)} per GPU"
+            )
+
+
+def print_bounds(problem: Problem) -> None:
+    """The lower bounds on the makespan of every template."""
+    instance = problem.instance
+    for template in problem.templates:
+        variant = problem.variant(template)
+        if variant.unplaceable():
+            print(f"the {template} template has a vertex that fits nowhere: only the other counts")
+            continue
+        bounds, factor = variant.bounds, variant.score_factor
+        words = "lower bounds on the makespan (step time = makespan / k_eval)"
+        if len(problem.templates) > 1:
+            words = f"{template}: lower bounds on the makespan" + (
+                f"; on the score: x {factor:g}" if factor != 1 else ""
+            )
+        print(words)
+        for label, value in (("compute", bounds.compute), ("critical path", bounds.critical_path)):
+            print(f"  {label:<14} {value:10.4f} s  (step {value / instance.k_eval:.4f} s)")
+
+
+def print_trace_summary(trace: Trace, problem: Problem) -> None:
+    """Print the simulated figures of a plan."""
+    print(f"makespan     {trace.makespan:.4f} s over {trace.k_eval} steps")
+    print(f"step time    {trace.step_time:.4f} s")
+    if problem.instance.ac_share or trace.factor != 1:
+        fused = trace.template == "ac_share"
+        words = "fused actor-critic" if fused else "separate actor and critic"
+        print(f"template     {trace.template} ({words})")
+        print(
+            f"score        {trace.score_step:.4f} s per step (step time x {trace.factor:g}; "
+            "what the solvers minimise)"
+        )
+    print(f"samples/s    {trace.samples_per_s:.3f}")
+    print(f"tokens/s     {trace.generated_tokens_per_s:.1f} generated")
+    peak = max(trace.peak_memory_bytes)
+    print(f"memory       peak {gigabytes(peak)} of {gigabytes(trace.capacity_bytes)} per GPU")
+    if not trace.feasible:
+        worst = max(range(len(trace.peak_memory_bytes)), key=lambda g: trace.peak_memory_bytes[g])
+        print(f"INFEASIBLE: GPU {worst} overflows memory by {gigabytes(trace.violation_bytes)}")
+
+
+def write_plan_outputs(
+    out: str,
+    problem: Problem,
+    plan_document: dict,
+    trace: Trace,
+    extra: dict[str, Callable[[str], None]] | None = None,
+    status: str | None = None,
+) -> list[str]:
+    """Write a baseline's run folder (plan, trace, Gantt chart and ``extra``) in whole."""
+    with OutputBundle(out, replace=True) as bundle:
+        bundle.write_json("plan.json", plan_document)
+        bundle.write_json("trace.json", trace.to_json())
+        bundle.write_with(
+            "gantt.png",
+            lambda path: write_gantt(
+                trace,
+                problem.instance.hardware,
+                path,
+                instance_name=problem.instance.name,
+                status=status,
+            ),
+        )
+        for name, writer in (extra or {}).items():
+            bundle.write_with(name, writer)
+        return bundle.commit()
+
+
+def command_baseline(args: argparse.Namespace) -> int:
+    """Build a baseline plan, simulate it and write plan, trace, report and Gantt chart."""
+    from rlplan.outputs.report_md import render_report
+    from rlplan.solvers.common import plan_result
+
+    started = time.perf_counter()
+    check_output_folder(args.out, run=True)
+    problem = load_problem(args.instance)
+    if report_unplaceable(problem):
+        return EXIT_INFEASIBLE
+    build = greedy_plan if args.kind == "greedy" else concurrent_plan
+    plan, _ = best_over_templates(problem, build)
+    if plan is None:
+        print(f"no plan: the {args.kind} baseline found no memory-feasible plan")
+        return EXIT_NO_PLAN
+    trace = problem.simulator.simulate(plan)
+    print(f"{args.kind} baseline for {problem.instance.name}")
+    print_trace_summary(trace, problem)
+    result = plan_result(problem, args.kind, plan, started)
+    report = render_report(problem, result, trace)
+
+    def write_report(path: str) -> None:
+        with open(path, "w", encoding="utf-8") as stream:
+            stream.write(report)
+
+    written = write_plan_outputs(
+        args.out,
+        problem,
+        plan_to_json(plan, problem.directory),
+        trace,
+        extra={"report.md": write_report},
+        status=f"{result.status.value} ({args.kind} baseline)",
+    )
+    print("wrote " + ", ".join(written))
+    return EXIT_OK
+
+
+def command_simulate(args: argparse.Namespace) -> int:
+    """Simulate a plan file."""
+    check_output_file(args.trace, "--trace")
+    check_output_file(args.gantt, "--gantt")
+    problem = load_problem(args.instance)
+    plan = read_plan(args.plan, problem.directory)
+    trace = problem.simulator.simulate(plan)
+    print_trace_summary(trace, problem)
+    if args.trace:
+        write_json(args.trace, trace.to_json())
+        print(f"wrote {args.trace}")
+    if args.gantt:
+        folder = os.path.dirname(os.path.abspath(args.gantt))
+        os.makedirs(folder, exist_ok=True)
+        temporary = os.path.join(folder, f".tmp-{os.path.basename(args.gantt)}")
+        write_gantt(
+            trace, problem.instance.hardware, temporary, instance_name=problem.instance.name
+        )
+        os.replace(temporary, args.gantt)
+        print(f"wrote {args.gantt}")
+    return EXIT_OK if trace.feasible else EXIT_INFEASIBLE

@@ -1,0 +1,195 @@
+"""``solve``: find a plan with a backend, stop on SIGINT or SIGTERM with the best plan so far,
+and write the run folder (plan, trace, result, reports, Gantt chart)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import signal
+import sys
+
+from rlplan.cli.common import (
+    EXIT_INFEASIBLE,
+    EXIT_NO_PLAN,
+    EXIT_OK,
+    check_count,
+    default_out,
+    load_problem,
+)
+from rlplan.outputs.files import OutputBundle, check_output_folder
+from rlplan.outputs.gantt import write_gantt
+from rlplan.outputs.perfetto import perfetto_trace
+from rlplan.outputs.report_html import render_html_report
+from rlplan.outputs.report_md import render_report
+from rlplan.outputs.vocabulary import framework_view
+from rlplan.rpeg import interrupts as stop
+from rlplan.rpeg.evaluation.problem import Problem
+from rlplan.rpeg.evaluation.simulator import Trace
+from rlplan.rpeg.model.plan import plan_to_json
+from rlplan.rpeg.schema.solver_options import COMMAND_LINE, check_option
+from rlplan.solvers.options import solve_request
+from rlplan.solvers.progress import finish_history, make_progress
+from rlplan.solvers.result import Result, Status
+
+
+def command_solve(args: argparse.Namespace) -> int:
+    """Solve an instance with a backend; write plan, trace, result, report and Gantt chart."""
+    given = {
+        "backend": args.solver,
+        "time_limit": args.time_limit,
+        "threads": args.threads,
+        "seed": args.seed,
+        "gap": args.gap,
+    }
+    # The flags are checked before the instance is read: a bad one costs no loading time.
+    for name, value in given.items():
+        if value is not None and name != "backend":
+            check_option(name, value, COMMAND_LINE)
+    check_count(args.evaluations, "--evaluations", 1, 1e9)
+    if args.out:
+        check_output_folder(args.out, run=True)
+    problem = load_problem(args.instance)
+    if args.evaluations is not None:
+        instance = problem.instance
+        optimizer = dataclasses.replace(instance.optimizer, e_max=args.evaluations)
+        problem = Problem.from_instance(dataclasses.replace(instance, optimizer=optimizer))
+    request = solve_request(problem.instance.solver, given, COMMAND_LINE)
+    out = args.out or default_out(problem.instance.name)
+    if not args.out:
+        check_output_folder(out, run=True)
+    options = request.options
+    # The exact solver's own log replaces the progress line with --verbose.
+    label = f"{request.backend} on {problem.instance.name}"
+    options.progress = make_progress(label, problem.instance.k_eval, args.quiet or args.verbose)
+    options.verbose = args.verbose
+    # From here on SIGINT and SIGTERM stop the search, and the best plan so far is written.
+    stop.reset()
+    with stop.handle_signals(say_stopping, say_finishing):
+        try:
+            result = request.solve(problem, options)
+        finally:
+            options.progress.close()
+        # A second signal from here on exits once the run folder is complete.
+        with stop.critical():
+            mark_interrupted(result)
+            result.stats["incumbent_history"] = finish_history(
+                options.progress.history, result.makespan, result.wall_time
+            )
+            code = finish_solve(problem, result, out)
+    if stop.abandoned():
+        # A native solver still runs in a daemon thread: leave without waiting for it.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def mark_interrupted(result: Result) -> None:
+    """Record in ``result`` that a signal ended the search, if one did."""
+    if not stop.requested():
+        return
+    result.stats["interrupted_by"] = stop.reason()
+    # The backend's own note may blame the clock ("time limit reached while
+    # building"); the signal ended the search, so the message says that
+    # and the backend's note is kept beside it.
+    if result.message:
+        result.stats["solver_message"] = result.message
+    result.message = f"interrupted by {stop.reason()}: best plan so far"
+
+
+def say_stopping(signum: int) -> None:
+    """The line a first SIGINT or SIGTERM prints during a solve."""
+    name = signal.Signals(signum).name
+    print(
+        f"\n{name}: stopping, writing the best plan so far (again to exit at once)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def say_finishing(signum: int) -> None:
+    """The line a second signal prints while the outputs are written."""
+    name = signal.Signals(signum).name
+    print(
+        f"{name}: exiting once the outputs being written are complete",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def finish_solve(problem: Problem, result: Result, out: str) -> int:
+    """Simulate the result's plan, write the run folder, print the summary; the exit code."""
+    trace = problem.simulator.simulate(result.plan) if result.plan is not None else None
+    written = write_run_folder(problem, result, trace, out)
+    print_solve_summary(result, written)
+    if result.status.has_plan:
+        return EXIT_OK
+    if result.status is Status.INFEASIBLE:
+        return EXIT_INFEASIBLE
+    return EXIT_NO_PLAN
+
+
+def write_run_folder(problem: Problem, result: Result, trace: Trace | None, out: str) -> list[str]:
+    """Stage every output of a solve and swap the folder in whole; the files written."""
+    instance = problem.instance
+    with OutputBundle(out, replace=True) as bundle:
+        document = result.to_json()
+        if result.plan is not None and trace is not None:
+            document["framework"] = framework_view(problem, result.plan, trace)
+        bundle.write_json("result.json", document)
+        bundle.write_text("report.md", render_report(problem, result, trace))
+        if result.plan is not None and trace is not None:
+            bundle.write_json("plan.json", plan_to_json(result.plan, problem.directory))
+            bundle.write_json("trace.json", trace.to_json())
+            bundle.write_json(
+                "trace.perfetto.json",
+                perfetto_trace(trace, instance.hardware, instance_name=instance.name),
+            )
+            bundle.write_with(
+                "gantt.png",
+                lambda path: write_gantt(
+                    trace,
+                    instance.hardware,
+                    path,
+                    instance_name=instance.name,
+                    status=result.status.value,
+                    step_time=result.step_time,
+                ),
+            )
+        bundle.write_text("report.html", html_report(bundle, problem, result, trace))
+        return bundle.commit()
+
+
+def print_solve_summary(result: Result, written: list[str]) -> None:
+    """Status, step time, score, bound and the files written."""
+    print(f"status       {result.describe_status()} ({result.solver}, {result.wall_time:.2f} s)")
+    if result.message:
+        print(f"note         {result.message}")
+    if result.step_time is not None:
+        print(
+            f"step time    {result.step_time:.4f} s (simulated; makespan {result.makespan:.4f} s)"
+        )
+    template = result.describe_template()
+    if template is not None:
+        print(f"score        {result.score_step:.4f} s per step (the objective)")
+        print(f"template     {template}")
+    if result.bound is not None:
+        shown = "" if result.gap is None else f", gap {result.gap:.4%}"
+        if result.bound_proven_by is not None:
+            shown += f"; proven by {result.bound_proven_by}"
+        what = "score" if result.lambda_ac is not None else "makespan"
+        print(
+            f"bound        {result.bound_step:.4f} s per step ({what} {result.bound:.4f} s){shown}"
+        )
+    print("wrote " + ", ".join(written))
+
+
+def html_report(bundle: OutputBundle, problem: Problem, result: Result, trace: Trace | None) -> str:
+    """``report.html`` of a solve, with the Gantt chart staged in ``bundle`` if any."""
+    gantt = bundle.path("gantt.png")
+    png = None
+    if os.path.exists(gantt):
+        with open(gantt, "rb") as handle:
+            png = handle.read()
+    return render_html_report(problem, result, trace, png)
