@@ -8,7 +8,8 @@ import os
 import pytest
 
 from rlplan.compare.plandiff import describe_changes, plan_changes
-from rlplan.compare.sweep import parse_parameter, rank_tornado, tornado_values
+from rlplan.compare.sweep import rank_tornado, tornado_values
+from rlplan.compare.sweep_parameters import parse_parameter
 from rlplan.rpeg.errors import InputError
 from tests.htmlcheck import assert_self_contained
 from tests.solvers.conftest import ROOT, load_problem
