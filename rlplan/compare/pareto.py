@@ -54,7 +54,7 @@ from rlplan.compare.variants import (
     run_variants,
 )
 from rlplan.rpeg.errors import InputError
-from rlplan.rpeg.schema.instance import instance_fingerprint
+from rlplan.rpeg.schema.fingerprint import instance_fingerprint
 
 COLUMNS = (
     "gpu_type",

@@ -60,7 +60,7 @@ from rlplan.compare.variants import (
     run_variants,
 )
 from rlplan.rpeg.errors import InputError, did_you_mean
-from rlplan.rpeg.schema.instance import LEVELS, Hardware
+from rlplan.rpeg.schema.hardware import LEVELS, Hardware
 
 #: Fields describing the cluster's shape, not its figures: never in the tornado.
 SHAPE_FIELDS = ("racks", "nodes_per_rack", "gpus_per_node")
