@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlplan.rpeg.errors import InputError, PlanError
+from rlplan.rpeg.errors import InputError, PlanError, describe
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.model.plan import Plan, plan_from_json, plan_to_json, read_plan
-from rlplan.rpeg.schema.instance import Instance, _describe, load_instance, parse_instance
+from rlplan.rpeg.schema.instance import Instance, load_instance, parse_instance
 from rlplan.rpeg.schema.limits import MAX_SEED, MAX_THREADS, MAX_TIME_LIMIT
 from rlplan.solvers import get_solver
 from rlplan.solvers.options import SolveOptions
@@ -145,9 +145,9 @@ def _positive(
         or (value == 0 and not zero)
     ):
         bound = ">= 0" if zero else "> 0"
-        raise InputError(name, f"must be {kind} {bound}, got {_describe(value)}")
+        raise InputError(name, f"must be {kind} {bound}, got {describe(value)}")
     if value > high:
-        raise InputError(name, f"must be at most {high:g}, got {_describe(value)}")
+        raise InputError(name, f"must be at most {high:g}, got {describe(value)}")
 
 
 def solve(

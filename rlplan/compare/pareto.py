@@ -55,7 +55,7 @@ from rlplan.compare.variants import (
     run_variants,
 )
 from rlplan.rpeg.errors import InputError
-from rlplan.rpeg.schema.instance import instance_fingerprint
+from rlplan.rpeg.schema.fingerprint import instance_fingerprint
 from rlplan.rpeg.schema.yamlio import read_yaml_file
 
 COLUMNS = (

@@ -59,7 +59,8 @@ from rlplan.compare.variants import (
     run_variants,
 )
 from rlplan.rpeg.errors import InputError, did_you_mean
-from rlplan.rpeg.schema.instance import _SECTIONS, LEVELS, Hardware, parse_instance
+from rlplan.rpeg.schema.hardware import LEVELS, Hardware
+from rlplan.rpeg.schema.instance import _SECTIONS, parse_instance
 from rlplan.rpeg.schema.yamlio import loads
 
 #: Fields describing the cluster's shape, not its figures: never in the tornado.

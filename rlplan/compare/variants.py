@@ -22,7 +22,8 @@ from rlplan.compare.progressbar import progress_bar
 from rlplan.rpeg.errors import InputError
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import plan_to_json
-from rlplan.rpeg.schema.instance import Instance, instance_fingerprint, parse_instance
+from rlplan.rpeg.schema.fingerprint import instance_fingerprint
+from rlplan.rpeg.schema.instance import Instance, parse_instance
 from rlplan.rpeg.schema.presets import expand_hardware
 from rlplan.rpeg.schema.yamlio import loads, read_yaml_file
 from rlplan.solvers import get_solver

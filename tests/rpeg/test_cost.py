@@ -18,7 +18,7 @@ from rlplan.rpeg.model.cost import (
     p2p_time,
     parameter_count,
 )
-from rlplan.rpeg.schema.instance import ModelSpec
+from rlplan.rpeg.schema.models import ModelSpec
 from rlplan.rpeg.templates import Kind, Vertex
 
 GENERATE = Vertex("actor", Kind.GENERATE)

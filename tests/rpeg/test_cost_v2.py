@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 
 from rlplan.rpeg.model.candidates import enumerate_strategies
 from rlplan.rpeg.model.cost import CostModel, Strategy
-from rlplan.rpeg.schema.instance import PlacementConfig, Workload
+from rlplan.rpeg.schema.instance import PlacementConfig
+from rlplan.rpeg.schema.workload import Workload
 from rlplan.rpeg.templates import Kind, Vertex
 from tests.rpeg.conftest import _load
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from rlplan.rpeg.errors import PlanError
-from rlplan.rpeg.schema.instance import Hardware, _describe
+from rlplan.rpeg.errors import PlanError, describe
+from rlplan.rpeg.schema.hardware import Hardware
 
 #: Communication levels, from fastest to slowest.
 LEVEL_ORDER = {"g": 0, "n": 1, "r": 2}
@@ -205,7 +205,7 @@ class Cluster:
                 or len(value) != 3
                 or not all(isinstance(x, int) and not isinstance(x, bool) for x in value)
             ):
-                raise PlanError(f"{path}.{key}", f"must be three integers, got {_describe(value)}")
+                raise PlanError(f"{path}.{key}", f"must be three integers, got {describe(value)}")
             triples.append(tuple(value))
         origin, extent = triples
         limits = (self.racks, self.nodes_per_rack, self.gpus_per_node)

@@ -43,7 +43,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlplan.rpeg.model.blocks import Cluster
-from rlplan.rpeg.schema.instance import Hardware, Instance, ModelSpec, Workload
+from rlplan.rpeg.schema.hardware import Hardware
+from rlplan.rpeg.schema.instance import Instance
+from rlplan.rpeg.schema.models import ModelSpec
+from rlplan.rpeg.schema.workload import Workload
 from rlplan.rpeg.templates import AC_MODEL, Kind, Vertex
 
 BF16 = 2

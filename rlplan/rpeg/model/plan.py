@@ -13,11 +13,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rlplan.rpeg.errors import PlanError, did_you_mean
+from rlplan.rpeg.errors import describe as _short
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.candidates import CandidateDirectory, strategy_problem
 from rlplan.rpeg.model.cost import Strategy
-from rlplan.rpeg.schema.instance import _describe as _short
-from rlplan.rpeg.schema.instance import instance_fingerprint
+from rlplan.rpeg.schema.fingerprint import instance_fingerprint
 from rlplan.rpeg.schema.pins import block_pin_problem
 from rlplan.rpeg.templates import AC_MODEL, FUSED, SEPARATE, Kind, Vertex
 

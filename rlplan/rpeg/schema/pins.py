@@ -38,13 +38,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from rlplan.rpeg.errors import InstanceError, did_you_mean
+from rlplan.rpeg.errors import InstanceError, describe, did_you_mean
+from rlplan.rpeg.schema.checks import boolean, check_keys, mapping, nonnegative_int, positive_int
 from rlplan.rpeg.templates import Kind, build_template
 
 if TYPE_CHECKING:
     from rlplan.rpeg.model.blocks import Block
     from rlplan.rpeg.model.cost import Strategy
-    from rlplan.rpeg.schema.instance import EngineConfig, Hardware, OptimizerConfig, PlacementConfig
+    from rlplan.rpeg.schema.engine import EngineConfig
+    from rlplan.rpeg.schema.hardware import Hardware
+    from rlplan.rpeg.schema.instance import PlacementConfig
+    from rlplan.rpeg.schema.optimizer import OptimizerConfig
 
 #: Pin fields per vertex kind, in the order plan files write them.
 STRATEGY_FIELDS: dict[Kind, tuple[str, ...]] = {
@@ -217,10 +221,8 @@ def _triple(raw: Any, path: str, minimum: int) -> tuple[int, int, int]:
         or len(raw) != 3
         or not all(isinstance(x, int) and not isinstance(x, bool) and x >= minimum for x in raw)
     ):
-        from rlplan.rpeg.schema.instance import _describe
-
         kind = "positive integers" if minimum > 0 else "integers >= 0"
-        raise InstanceError(path, f"must be three {kind} [rack, node, gpu], got {_describe(raw)}")
+        raise InstanceError(path, f"must be three {kind} [rack, node, gpu], got {describe(raw)}")
     return (raw[0], raw[1], raw[2])
 
 
@@ -229,7 +231,6 @@ def _parse_block(
 ) -> tuple[tuple[int, int, int] | None, tuple[int, int, int] | None]:
     """Origin and extent of a block pin; each must match some block of the plan space."""
     from rlplan.rpeg.model.blocks import Cluster
-    from rlplan.rpeg.schema.instance import check_keys, mapping
 
     section = mapping(raw, path)
     check_keys(section, ("origin", "extent"), path)
@@ -282,14 +283,8 @@ def _parse_vertex(
     hardware: Hardware,
     placement: PlacementConfig,
 ) -> VertexPin:
-    from rlplan.rpeg.schema.instance import (
-        RECOMPUTE_CHOICES,
-        SHARDING_CHOICES,
-        _describe,
-        boolean,
-        mapping,
-        positive_int,
-    )
+    # Imported here: rlplan.rpeg.schema.instance imports this module.
+    from rlplan.rpeg.schema.instance import RECOMPUTE_CHOICES, SHARDING_CHOICES
 
     section = mapping(raw, path)
     allowed = ("block", *STRATEGY_FIELDS[kind])
@@ -343,7 +338,7 @@ def _parse_vertex(
         value = section[name]
         if value not in choices:
             raise InstanceError(
-                f"{path}.{name}", f"must be one of {', '.join(choices)}, got {_describe(value)}"
+                f"{path}.{name}", f"must be one of {', '.join(choices)}, got {describe(value)}"
             )
         _in_list(value, getattr(placement, name), f"{path}.{name}", f"placement.{name}")
         values[name] = value
@@ -383,8 +378,6 @@ def parse_pins(
         Naming the path of an unknown vertex, model or field, a malformed
         value, or a value outside the plan-space lists.
     """
-    from rlplan.rpeg.schema.instance import mapping, nonnegative_int
-
     if raw is None:
         return Pins()
     section = mapping(raw, "placement.pin")
