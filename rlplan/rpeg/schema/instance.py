@@ -42,20 +42,22 @@ from rlplan.rpeg.schema.policy import ALGORITHMS, REQUIRED_ROLES, TRAINED_MODELS
 from rlplan.rpeg.schema.reference import ReferenceRun, parse_reference
 from rlplan.rpeg.schema.workload import Workload, parse_workload
 from rlplan.rpeg.schema.yamlio import read_yaml_file
+from rlplan.rpeg.strategy import (
+    DEFAULT_MICRO_BATCH_SIZES,
+    DIMENSIONS,
+    Dimension,
+    add_dimension_fields,
+)
 from rlplan.rpeg.templates import AC_MODEL, FUSED, SEPARATE
 
-#: Strategy dimensions (DESIGN.md section 10).
-RECOMPUTE_CHOICES = ("none", "full")
-SHARDING_CHOICES = ("zero1", "zero3")
-#: Rollout concurrency (max_num_seqs) candidates: vLLM's V1 default is 1024
-#: on large GPUs and 256 elsewhere, verl's 256 (../shared/published-runs.md).
-DEFAULT_CONCURRENCY = (32, 64, 128, 256, 512, 1024)
-#: Sequences per micro-batch and replica when an instance gives neither
-#: ``placement.microbatches`` nor ``placement.micro_batch_sizes``.
-DEFAULT_MICRO_BATCH_SIZES = (1, 2, 4, 8)
+
+def _candidate_list_field(declared: Dimension) -> tuple[str, Any]:
+    """The ``placement`` attribute of a dimension: its candidates, by default the declared ones."""
+    return (f"tuple[{declared.values.__name__}, ...]", declared.candidates)
 
 
 @dataclass(frozen=True)
+@add_dimension_fields(_candidate_list_field, "pin")
 class PlacementConfig:
     """The ``placement`` section: the plan space's knobs.
 
@@ -65,13 +67,12 @@ class PlacementConfig:
         Train and infer micro-batching, as counts per replica (v1 form) or as
         sequences per micro-batch and replica (the frameworks' form, the
         default). At most one of the two is given; the other is ``None``.
-    recompute, sharding
-        Activation recompute (``none``, ``full``) and state sharding
-        (``zero1``, ``zero3``) candidates of train vertices.
-    offload
-        Offload candidates (``False``, ``True``) of train and infer vertices.
-    concurrency
-        Rollout concurrency (max_num_seqs) candidates of generate vertices.
+    recompute, sharding, offload, concurrency
+        One candidate list per dimension of :data:`rlplan.rpeg.strategy.DIMENSIONS`
+        (``placement.<name>``): activation recompute (``none``, ``full``) and
+        state sharding (``zero1``, ``zero3``) of train vertices, offload
+        (``false``, ``true``) of train and infer vertices, rollout concurrency
+        (max_num_seqs) of generate vertices.
     pin
         What-if pins (``placement.pin``, :mod:`rlplan.rpeg.schema.pins`): fields of some
         vertices' placements and staleness fixed by the user.
@@ -80,10 +81,6 @@ class PlacementConfig:
     min_block_gpus: int = 1
     microbatches: tuple[int, ...] | None = None
     micro_batch_sizes: tuple[int, ...] | None = DEFAULT_MICRO_BATCH_SIZES
-    recompute: tuple[str, ...] = RECOMPUTE_CHOICES
-    sharding: tuple[str, ...] = SHARDING_CHOICES
-    offload: tuple[bool, ...] = (False, True)
-    concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
     pin: Pins = field(default_factory=Pins)
 
     def __post_init__(self) -> None:
@@ -97,7 +94,9 @@ class PlacementConfig:
                 "placement.microbatches",
                 "give exactly one of placement.microbatches and placement.micro_batch_sizes",
             )
-        for name in ("microbatches", "micro_batch_sizes", "concurrency"):
+        counts = ["microbatches", "micro_batch_sizes"]
+        counts += [declared.name for declared in DIMENSIONS if declared.values is int]
+        for name in counts:
             values = getattr(self, name)
             if values is None:
                 continue
@@ -106,18 +105,20 @@ class PlacementConfig:
             check_list_size(values, f"placement.{name}")
             for index, value in enumerate(values):
                 positive_int(value, f"placement.{name}[{index}]")
-        for name, allowed in (("recompute", RECOMPUTE_CHOICES), ("sharding", SHARDING_CHOICES)):
-            values = getattr(self, name)
+        for declared in DIMENSIONS:
+            if declared.values is int:
+                continue
+            values = getattr(self, declared.name)
             if not values:
-                raise InstanceError(f"placement.{name}", "must not be empty")
+                raise InstanceError(declared.placement_key, "must not be empty")
+            if declared.values is bool:
+                continue
             for index, value in enumerate(values):
-                if value not in allowed:
+                if value not in declared.choices:
                     raise InstanceError(
-                        f"placement.{name}[{index}]",
-                        f"must be one of {', '.join(allowed)}, got {_describe(value)}",
+                        f"{declared.placement_key}[{index}]",
+                        f"must be one of {declared.choice_words()}, got {_describe(value)}",
                     )
-        if not self.offload:
-            raise InstanceError("placement.offload", "must not be empty")
 
     def microbatch_counts(self, replica: int) -> tuple[int, ...]:
         """Micro-batch counts allowed for a replica of ``replica`` sequences.
@@ -164,10 +165,7 @@ _PLACEMENT_KEYS = (
     "min_block_gpus",
     "microbatches",
     "micro_batch_sizes",
-    "recompute",
-    "sharding",
-    "offload",
-    "concurrency",
+    *(declared.name for declared in DIMENSIONS),
     "pin",
 )
 
@@ -201,18 +199,14 @@ def parse_placement(data: Any) -> PlacementConfig:
         values["micro_batch_sizes"] = _int_list(
             section["micro_batch_sizes"], "placement.micro_batch_sizes"
         )
-    if section.get("concurrency") is not None:
-        values["concurrency"] = _int_list(section["concurrency"], "placement.concurrency")
-    if section.get("recompute") is not None:
-        values["recompute"] = _choice_list(
-            section["recompute"], "placement.recompute", RECOMPUTE_CHOICES
-        )
-    if section.get("sharding") is not None:
-        values["sharding"] = _choice_list(
-            section["sharding"], "placement.sharding", SHARDING_CHOICES
-        )
-    if section.get("offload") is not None:
-        values["offload"] = _choice_list(section["offload"], "placement.offload", (False, True))
+    for declared in DIMENSIONS:
+        raw = section.get(declared.name)
+        if raw is None:
+            continue
+        if declared.values is int:
+            values[declared.name] = _int_list(raw, declared.placement_key)
+        else:
+            values[declared.name] = _choice_list(raw, declared.placement_key, declared.choices)
     return PlacementConfig(**values)
 
 

@@ -45,8 +45,6 @@ from rlplan.rpeg.schema.hardware import HARDWARE_COMM, HARDWARE_FIELDS, HARDWARE
 from rlplan.rpeg.schema.instance import (
     _PLACEMENT_KEYS,
     _SECTIONS,
-    RECOMPUTE_CHOICES,
-    SHARDING_CHOICES,
     PlacementConfig,
     SolverConfig,
 )
@@ -64,6 +62,7 @@ from rlplan.rpeg.schema.policy import (
 from rlplan.rpeg.schema.presets import GPU_ALIASES, GPU_PRESETS, MODEL_PRESETS
 from rlplan.rpeg.schema.reference import REFERENCE_FIELDS
 from rlplan.rpeg.schema.workload import WORKLOAD_FIELDS
+from rlplan.rpeg.strategy import DIMENSIONS
 
 #: The JSON Schema dialect of :func:`instance_json_schema`.
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -212,10 +211,15 @@ _PLACEMENT_VALUES: dict[str, tuple[ValueType, str]] = {
         _listed(_int_list("micro_batch_sizes"), "sizes"),
         "Sequences per micro-batch and replica (excludes microbatches)",
     ),
-    "recompute": (_listed(_choices(RECOMPUTE_CHOICES), "choices"), "Recompute candidates"),
-    "sharding": (_listed(_choices(SHARDING_CHOICES), "choices"), "Sharding candidates"),
-    "offload": (_listed(_choices((False, True)), "choices"), "Offload candidates"),
-    "concurrency": (_listed(_int_list("concurrency"), "counts"), "Rollout concurrency candidates"),
+    **{
+        declared.name: (
+            _listed(_int_list(declared.name), "counts")
+            if declared.values is int
+            else _listed(_choices(declared.choices), "choices"),
+            f"{declared.label} candidates ({declared.applies_words})",
+        )
+        for declared in DIMENSIONS
+    },
     "pin": (
         _listed({"type": "object", "propertyNames": {"type": "string"}}, "pins"),
         "What-if pins: vertex -> fixed placement fields, staleness -> model -> steps",
