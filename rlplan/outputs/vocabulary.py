@@ -1,4 +1,4 @@
-"""A plan in the vocabulary of RL frameworks (DESIGN.md section 12).
+"""A plan in the vocabulary of RL frameworks (docs/outputs.md).
 
 Users configure verl, NeMo RL or OpenRLHF, not blocks and candidates.
 :func:`framework_view` restates a plan in their terms: per vertex the GPUs,

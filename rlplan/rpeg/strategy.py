@@ -2,7 +2,7 @@
 
 A vertex's strategy is its structural parallelism (``dp``, ``pp``, ``tp``,
 ``microbatches``) and one value per :class:`Dimension` of
-:data:`DIMENSIONS` (DESIGN.md section 10). A dimension's declaration says
+:data:`DIMENSIONS` (docs/plan-space.md). A dimension's declaration says
 everything the rest of the code needs to know about it:
 
 * its name: the :class:`~rlplan.rpeg.model.cost.Strategy` field, the

@@ -1,4 +1,4 @@
-"""Blocks and communication levels of the cluster (DESIGN.md section 5)."""
+"""Blocks and communication levels of the cluster (docs/plan-space.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Cost and memory model (DESIGN.md sections 6 and 10) against hand computations.
+"""Cost and memory model (docs/cost-model.md) against hand computations.
 
 The instances here set the v2 knobs to the v1 behaviour (tests/rpeg/conftest.py,
 tests/data/frozen_*.yaml), so the section-6 formulas v2 keeps are checked with

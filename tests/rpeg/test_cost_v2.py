@@ -1,4 +1,4 @@
-"""Cost and memory model v2 (DESIGN.md section 10) against hand computations.
+"""Cost and memory model v2 (docs/cost-model.md) against hand computations.
 
 Every test starts from the small DPO instance of tests/rpeg/conftest.py (v1
 behaviour: gemm_efficiency 1, no non-GEMM ratio, no decode step overhead, no

@@ -1,4 +1,4 @@
-"""Plans know their instance (DESIGN.md section 9): the fingerprint in plan.json."""
+"""Plans know their instance (docs/plan-space.md): the fingerprint in plan.json."""
 
 from __future__ import annotations
 

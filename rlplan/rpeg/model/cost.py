@@ -1,4 +1,4 @@
-"""Cost and memory model v2 (DESIGN.md sections 6 and 10).
+"""Cost and memory model v2 (docs/cost-model.md).
 
 All quantities are SI: seconds, bytes, FLOP. Weights and activations are
 bf16 (2 bytes). Section 6 gives the reference model; section 10 replaces the
@@ -172,7 +172,7 @@ def head_parameters(spec: ModelSpec, model: str) -> int:
     """Output head: ``V*d`` for the language models, ``d`` for scalar heads (critic, reward).
 
     The fused actor-critic ``ac`` has both: ``V*d + d`` (the actor's head
-    plus a scalar value head, DESIGN.md section 4).
+    plus a scalar value head, docs/templates.md).
     """
     if has_scalar_head(model):
         return spec.hidden_dim

@@ -19,7 +19,7 @@ from rlplan.rpeg.schema.fields import (
 )
 
 #: Rollout workspace (CUDA graphs, activations, sampler) per GPU, bytes
-#: (DESIGN.md section 10; vLLM's profile run reserves about this much for an
+#: (docs/cost-model.md; vLLM's profile run reserves about this much for an
 #: 8B model beside weights and KV cache).
 DEFAULT_ROLLOUT_WORKSPACE = 2e9
 
@@ -43,7 +43,7 @@ ENGINE_KEYS = keys(ENGINE_FIELDS)
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """The ``engine`` section: facts about the RL framework (DESIGN.md section 10).
+    """The ``engine`` section: facts about the RL framework (docs/instance.md).
 
     Attributes
     ----------

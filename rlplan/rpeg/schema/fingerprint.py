@@ -1,6 +1,6 @@
 """Fingerprint of an instance: a stable hash of what a plan depends on.
 
-Plan files record it (DESIGN.md section 9) so that a plan is never applied
+Plan files record it (docs/plan-space.md) so that a plan is never applied
 to an instance it was not made for.
 """
 
@@ -26,7 +26,7 @@ def _canonical(value: Any) -> Any:
 
 
 def instance_fingerprint(instance: Instance) -> str:
-    """A stable hash of what a plan depends on; plan files record it (DESIGN.md section 9).
+    """A stable hash of what a plan depends on; plan files record it (docs/plan-space.md).
 
     Covers the parsed hardware, models, workload, algorithm, ``k_eval``,
     staleness candidates, engine and placement sections: what the simulator

@@ -31,7 +31,7 @@ from rlplan.rpeg.schema.presets import expand_hardware
 LEVELS = ("g", "n", "r")
 
 # ----------------------------------------------------------------------------
-# v2 defaults (DESIGN.md section 10); each names its public source.
+# v2 defaults (docs/cost-model.md); each names its public source.
 # ----------------------------------------------------------------------------
 
 #: Ceiling of GEMM efficiency: the largest fraction of the datasheet's dense
