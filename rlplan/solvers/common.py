@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from rlplan.formulation import Formulation
 from rlplan.formulation.schedule import earliest_ends
-from rlplan.rpeg import interrupts as stop
+from rlplan.rpeg import interrupts
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Simulator
 from rlplan.rpeg.model.candidates import CandidateDirectory
@@ -44,7 +44,7 @@ class Deadline:
         """
         if phase:
             self.phase = phase
-        if time.perf_counter() >= self.at or stop.requested():
+        if time.perf_counter() >= self.at or interrupts.requested():
             raise BuildTimeout(self.phase)
 
 

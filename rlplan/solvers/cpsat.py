@@ -36,7 +36,7 @@ from collections.abc import Callable
 from ortools.sat.python import cp_model
 
 from rlplan.formulation import Formulation, rows
-from rlplan.rpeg import interrupts as stop
+from rlplan.rpeg import interrupts
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Plan
 from rlplan.solvers.common import Deadline, plan_result, unplaceable_result
@@ -437,7 +437,7 @@ class CpSatBackend:
         unit = built.formulation.unit
         solver = self._solver(options, deadline)
         callback = _Progress(built.vars, unit, options)
-        with stop.on_stop(solver.stop_search):
+        with interrupts.on_stop(solver.stop_search):
             status = solver.solve(built.model, callback)
         stats = {
             **built.sizes(),

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyomo.environ as pyo
 
-from rlplan.rpeg import interrupts as stop
+from rlplan.rpeg import interrupts
 from rlplan.rpeg.errors import InputError
 from rlplan.solvers.common import Deadline
 from rlplan.solvers.milp.pyomo_export import to_pyomo
@@ -151,8 +151,8 @@ def _solve_highs(built: BuiltMilp, options: SolveOptions, deadline: Deadline) ->
     highs.cbMipLogging.subscribe(logged)
     highs.setOptionValue("time_limit", max(0.05, deadline.remaining() - RESERVE_S))
     highs.HandleKeyboardInterrupt = True
-    stop.attach_highs(highs)
-    if not stop.solve_highs(highs):
+    interrupts.attach_highs(highs)
+    if not interrupts.solve_highs(highs):
         return MipOutcome(None, False, False, None, None, "interrupted in presolve", True)
     status = highs.getModelStatus()
     info = highs.getInfo()
