@@ -1,1 +1,1 @@
-"""TBD"""
+"""Developer benchmarks, run from a clone (``python -m benchmarks.NAME``); not installed."""

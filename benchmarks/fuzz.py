@@ -17,11 +17,13 @@ cases drawn by hypothesis.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import copy
 import json
 import math
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -209,6 +211,21 @@ def run_case(path: Path, argv: list[str], timeout: float) -> dict:
     }
 
 
+def _run_one(case: tuple, work: Path, timeout: float) -> list[tuple[str, dict]]:
+    """Run one drawn case (``check``, then ``solve`` when drawn and the check passed)."""
+    index, source, text, _, also_solve = case
+    folder = work / f"case{index}"
+    folder.mkdir(exist_ok=True)
+    path = _write_case(folder, source, text)
+    outcome = run_case(path, ["check"], timeout)
+    runs = [("check", outcome)]
+    if outcome["rc"] == 0 and also_solve:
+        solve = ["solve", "--solver", "auto", "--time-limit", "1", "--quiet", "--out", "run"]
+        runs.append(("solve", run_case(path, solve, timeout + 10)))
+    shutil.rmtree(folder, ignore_errors=True)
+    return runs
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the fuzz campaign; print its figures; exit 1 if any case broke the contract."""
     parser = argparse.ArgumentParser(
@@ -222,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--solve-share", type=float, default=0.0, help="share of cases that also run a 1 s solve"
     )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="cases run at once, each in its own process"
+    )
     parser.add_argument("--out", default=os.path.join("runs", "fuzz"))
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
@@ -233,41 +253,40 @@ def main(argv: list[str] | None = None) -> int:
     times: list[float] = []
     failures = []
     solves: Counter = Counter()
+    # Every case (and whether it also solves) is drawn before any runs, so a seed names the
+    # same campaign whatever --workers is.
+    cases = []
     for index in range(args.cases):
         source, text, applied = make_case(rng)
-        folder = work / f"case{index % 8}"
-        folder.mkdir(exist_ok=True)
-        path = _write_case(folder, source, text)
-        outcome = run_case(path, ["check"], args.timeout)
-        codes[outcome["rc"]] += 1
-        times.append(outcome["seconds"])
-        runs = [("check", outcome)]
-        if outcome["rc"] == 0 and rng.random() < args.solve_share:
-            solved = run_case(
-                path,
-                ["solve", "--solver", "auto", "--time-limit", "1", "--quiet", "--out", "run"],
-                args.timeout + 10,
-            )
-            solves[solved["rc"]] += 1
-            runs.append(("solve", solved))
-        for command, result in runs:
-            if result["problem"]:
-                failures.append(
-                    {
-                        "case": index,
-                        "command": command,
-                        "source": source.name,
-                        "mutations": applied,
-                        **result,
-                    }
-                )
-                (out / f"failure{index}.yaml").write_text(text, encoding="utf-8")
-                with open(out / "failures.jsonl", "a", encoding="utf-8") as log:
-                    log.write(json.dumps(failures[-1]) + "\n")
-        if (index + 1) % 100 == 0:
-            print(f"{index + 1} cases, {len(failures)} failures", flush=True)
+        cases.append((index, source, text, applied, rng.random() < args.solve_share))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.workers) as pool:
+        outcomes = pool.map(lambda case: _run_one(case, work, args.timeout), cases)
+        for done, ((index, source, text, applied, _), runs) in enumerate(
+            zip(cases, outcomes, strict=True), start=1
+        ):
+            codes[runs[0][1]["rc"]] += 1
+            times.append(runs[0][1]["seconds"])
+            for command, result in runs:
+                if command == "solve":
+                    solves[result["rc"]] += 1
+                if result["problem"]:
+                    failures.append(
+                        {
+                            "case": index,
+                            "command": command,
+                            "source": source.name,
+                            "mutations": applied,
+                            **result,
+                        }
+                    )
+                    (out / f"failure{index}.yaml").write_text(text, encoding="utf-8")
+                    with open(out / "failures.jsonl", "a", encoding="utf-8") as log:
+                        log.write(json.dumps(failures[-1]) + "\n")
+            if done % 100 == 0:
+                print(f"{done} cases, {len(failures)} failures", flush=True)
     summary = {
         "cases": args.cases,
+        "workers": args.workers,
         "seed": args.seed,
         "exit_codes": {str(code): count for code, count in sorted(codes.items(), key=str)},
         "solve_exit_codes": {str(code): count for code, count in sorted(solves.items(), key=str)},

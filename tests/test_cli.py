@@ -158,7 +158,7 @@ def _both_micro_batch_forms(data: dict[str, Any]) -> None:
     data["placement"]["micro_batch_sizes"] = [4]
 
 
-#: Bad cost model v2 input (DESIGN.md section 10): (change, field path, message).
+#: Bad cost model v2 input (docs/cost-model.md): (change, field path, message).
 BAD_V2_INPUT = [
     (
         lambda data: data["placement"].update(sharding=["zero2"]),

@@ -21,7 +21,9 @@ import pytest
 import rlplan
 from rlplan import cli
 from rlplan.cli import app as main
-from rlplan.rpeg.schema.instance import ModelSpec, load_instance, parse_hardware
+from rlplan.rpeg.schema.hardware import parse_hardware
+from rlplan.rpeg.schema.instance import load_instance
+from rlplan.rpeg.schema.models import ModelSpec
 from rlplan.rpeg.schema.presets import MODEL_PRESETS
 
 REPO = Path(__file__).resolve().parent.parent

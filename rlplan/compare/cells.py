@@ -6,6 +6,14 @@ import os
 import time
 from dataclasses import dataclass
 
+from rlplan.rpeg.errors import InputError
+from rlplan.rpeg.evaluation.problem import Problem
+from rlplan.rpeg.schema.instance import parse_instance
+from rlplan.rpeg.schema.yamlio import loads
+from rlplan.solvers import get_solver
+from rlplan.solvers.options import SolveOptions
+from rlplan.solvers.progress import SilentProgress, finish_history
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -40,13 +48,6 @@ def run_cell(cell: Cell, time_limit: float, threads: int, seed: int) -> dict:
     and to within 1% of the final value (from the incumbent history, which
     ends at the reported makespan), and the history itself.
     """
-    from rlplan.rpeg.errors import InputError
-    from rlplan.rpeg.evaluation.problem import Problem
-    from rlplan.rpeg.schema.instance import parse_instance
-    from rlplan.rpeg.schema.yamlio import loads
-    from rlplan.solvers import get_solver
-    from rlplan.solvers.options import SolveOptions
-    from rlplan.solvers.progress import SilentProgress, finish_history
 
     started = time.perf_counter()
     record = {

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlplan.compare.csvlog import CsvLog
+from rlplan.compare.explore_report import write_pareto_outputs
 from rlplan.compare.frontier import Objectives, cost_per_step, dominated_by
 from rlplan.compare.gputypes import GpuType, load_gpu_types
 from rlplan.compare.shapes import cluster_shape
@@ -54,7 +55,8 @@ from rlplan.compare.variants import (
     run_variants,
 )
 from rlplan.rpeg.errors import InputError
-from rlplan.rpeg.schema.instance import instance_fingerprint
+from rlplan.rpeg.schema.fingerprint import instance_fingerprint
+from rlplan.rpeg.schema.yamlio import read_yaml_file
 
 COLUMNS = (
     "gpu_type",
@@ -139,7 +141,6 @@ def parse_row(row: dict[str, str]) -> dict[str, Any]:
 
 
 def _default_type(path: str) -> GpuType:
-    from rlplan.rpeg.schema.yamlio import read_yaml_file
 
     hardware = read_yaml_file(path).get("hardware") or {}
     preset = hardware.get("preset") if isinstance(hardware, dict) else None
@@ -335,8 +336,6 @@ def run_pareto(settings: ParetoSettings) -> int:
     mark_dominance(rows)
     log.rewrite(rows)
     if rows:
-        from rlplan.compare.explore_report import write_pareto_outputs
-
         written = write_pareto_outputs(settings.out, settings.instance, rows)
         print("wrote " + ", ".join([log.path, *written]))
         print_frontier(rows)

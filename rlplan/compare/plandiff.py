@@ -5,18 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-#: Strategy fields in the order they are reported.
-_FIELDS = (
-    "dp",
-    "pp",
-    "tp",
-    "microbatches",
-    "micro_batch_size",
-    "concurrency",
-    "recompute",
-    "sharding",
-    "offload",
-)
+from rlplan.rpeg.strategy import all_plan_fields
 
 
 def block_words(block: dict[str, list[int]], shape: Sequence[int]) -> str:
@@ -85,7 +74,9 @@ def plan_changes(
             phrases.append(f"{name} moved from {was} to {now}")
         changed = [
             f"{field} {_value(previous.get(field))} -> {_value(placement.get(field))}"
-            for field in _FIELDS
+            # Every strategy field, in plan-file order (a vertex has the fields
+            # of its kind only, so concurrency never shares a phrase with the others).
+            for field in all_plan_fields()
             if previous.get(field) != placement.get(field)
         ]
         if changed:

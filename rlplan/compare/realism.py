@@ -26,6 +26,7 @@ from rlplan.rpeg.errors import InputError
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.model.plan import Plan, read_plan
+from rlplan.solvers import SolveOptions, solve
 
 #: Where the published runs live.
 PUBLISHED = INSTANCES / "published"
@@ -131,7 +132,6 @@ def check_run(instance_path: Path, plan_path: Path) -> tuple[RunCheck, Problem, 
 
 def solve_best(problem: Problem, time_limit: float, threads: int) -> tuple[float | None, str]:
     """The planner's best simulated step time for the instance (auto portfolio)."""
-    from rlplan.solvers import SolveOptions, solve
 
     result = solve("auto", problem, SolveOptions(time_limit=time_limit, threads=threads))
     return result.step_time, result.status.value

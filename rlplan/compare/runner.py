@@ -19,6 +19,7 @@ from rlplan.compare.summary import (
 from rlplan.outputs.files import write_text
 from rlplan.rpeg.errors import InputError
 from rlplan.rpeg.schema.instance import load_instance
+from rlplan.solvers import get_solver
 
 
 @dataclass
@@ -42,7 +43,6 @@ def run_benchmark(settings: BenchmarkSettings) -> int:
 
     Returns the exit code (0, or 130 when interrupted).
     """
-    from rlplan.solvers import get_solver
 
     if settings.time_limit <= 0:
         raise InputError("--time-limit", f"must be positive, got {settings.time_limit}")

@@ -47,9 +47,8 @@ from typing import Any
 
 from rlplan.compare.explore_report import write_sweep_outputs
 from rlplan.compare.plandiff import describe_changes, plan_changes
-from rlplan.compare.sweep_parameters import (
-    Parameter,
-)
+from rlplan.compare.sweep_parameters import Parameter
+from rlplan.compare.sweep_parameters import parse_parameter as parse_parameter  # for --param
 from rlplan.compare.variants import (
     PLAN_STATUSES,
     RunSettings,
@@ -60,7 +59,9 @@ from rlplan.compare.variants import (
     run_variants,
 )
 from rlplan.rpeg.errors import InputError, did_you_mean
-from rlplan.rpeg.schema.instance import LEVELS, Hardware
+from rlplan.rpeg.schema.hardware import LEVELS, Hardware
+from rlplan.rpeg.schema.instance import _SECTIONS, parse_instance
+from rlplan.rpeg.schema.yamlio import loads
 
 #: Fields describing the cluster's shape, not its figures: never in the tornado.
 SHAPE_FIELDS = ("racks", "nodes_per_rack", "gpus_per_node")
@@ -101,7 +102,6 @@ def set_field(document: dict[str, Any], path: str, value: Any) -> dict[str, Any]
         When the path's section is not in the document's schema, or an
         intermediate field is not a mapping.
     """
-    from rlplan.rpeg.schema.instance import _SECTIONS
 
     parts = path.split(".")
     if parts[0] not in _SECTIONS:
@@ -306,8 +306,6 @@ def run_sweep(settings: SweepSettings) -> int:
     int
         0 (130 when interrupted: nothing is written).
     """
-    from rlplan.rpeg.schema.instance import parse_instance
-    from rlplan.rpeg.schema.yamlio import loads
 
     settings.run.check()
     if settings.parameter is None and not settings.tornado:

@@ -17,11 +17,17 @@ from typing import Any
 
 import yaml
 
+from rlplan.compare.executors import run_local, run_ray
 from rlplan.compare.progressbar import progress_bar
 from rlplan.rpeg.errors import InputError
-from rlplan.rpeg.schema.instance import Instance, instance_fingerprint, parse_instance
+from rlplan.rpeg.evaluation.problem import Problem
+from rlplan.rpeg.model.plan import plan_to_json
+from rlplan.rpeg.schema.fingerprint import instance_fingerprint
+from rlplan.rpeg.schema.instance import Instance, parse_instance
 from rlplan.rpeg.schema.presets import expand_hardware
 from rlplan.rpeg.schema.yamlio import loads, read_yaml_file
+from rlplan.solvers import get_solver
+from rlplan.solvers.options import SolveOptions
 
 #: Statuses of a result that carries a usable plan.
 PLAN_STATUSES = ("OPTIMAL", "OPTIMAL_WITHIN_GAP", "FEASIBLE")
@@ -146,10 +152,6 @@ def solve_variant(variant: Variant, time_limit: float, threads: int, seed: int) 
         ``fingerprint`` (of the variant instance) and ``plan`` (the plan
         document of :func:`rlplan.rpeg.model.plan.plan_to_json`, or None).
     """
-    from rlplan.rpeg.evaluation.problem import Problem
-    from rlplan.rpeg.model.plan import plan_to_json
-    from rlplan.solvers import get_solver
-    from rlplan.solvers.options import SolveOptions
 
     started = time.perf_counter()
     record: dict[str, Any] = {"key": variant.key, "plan": None}
@@ -253,7 +255,6 @@ def run_variants(variants: list[Variant], settings: RunSettings, label: str) -> 
     label
         Name on the progress line.
     """
-    from rlplan.compare.executors import run_local, run_ray
 
     if not variants:
         return

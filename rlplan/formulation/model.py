@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rlplan.rpeg.evaluation.problem import Problem
@@ -369,11 +370,17 @@ class Formulation:
         )
         order = None
         if starts is not None:
-            # Starts in units; rounding absorbs a MILP solver's float noise, and
-            # ties go by run id, which is a topological order of the runs.
-            runs = sorted(range(self.num_runs), key=lambda r: (round(starts[r]), r))
+            runs = self.decoded_order(starts)
             order = tuple((r % self.num_vertices, r // self.num_vertices) for r in runs)
         return Plan(placements, make_staleness(staleness), order)
+
+    def decoded_order(self, starts: Sequence[float]) -> list[int]:
+        """Run ids by start (units): the order of a plan decoded from a backend's solution.
+
+        Rounding absorbs a MILP solver's float noise, and ties go by run id,
+        which is a topological order of the runs.
+        """
+        return sorted(range(self.num_runs), key=lambda run: (round(starts[run]), run))
 
     def canonical(self, plan: Plan) -> Plan:
         """``plan`` mirrored so that the symmetry root's block starts at GPU 0.

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from rlplan.formulation.model import Formulation
-from rlplan.rpeg.schema.instance import LEVELS
+from rlplan.rpeg.schema.hardware import LEVELS
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rlplan.rpeg.evaluation.simulator import Trace
-from rlplan.rpeg.schema.instance import Hardware
+from rlplan.rpeg.schema.hardware import Hardware
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

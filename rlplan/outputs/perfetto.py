@@ -32,7 +32,7 @@ from typing import Any
 
 from rlplan.outputs.files import write_json
 from rlplan.rpeg.evaluation.simulator import Event, Trace
-from rlplan.rpeg.schema.instance import Hardware
+from rlplan.rpeg.schema.hardware import Hardware
 
 #: Clusters with more GPUs than this get one track per block instead of per GPU.
 MAX_GPU_TRACKS = 64

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rlplan.outputs.html_page import HtmlReport
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
+from rlplan.rpeg.strategy import DIMENSIONS, Dimension
 from rlplan.solvers.result import Result
 
 
@@ -126,6 +129,19 @@ def _seconds(value: float | None) -> str:
     return "—" if value is None else f"{value:.4f} s"
 
 
+#: Count-valued dimensions have a column of their own (empty when 0); the
+#: others share one: each enum's value, each flag's tag when it is set.
+_COUNTED = tuple(declared for declared in DIMENSIONS if declared.values is int)
+_CHOSEN = tuple(declared for declared in DIMENSIONS if declared.values is not int)
+
+
+def _choice_text(declared: Dimension, value: Any) -> str:
+    """A dimension's part of the shared column (empty for an unset flag)."""
+    if declared.values is bool:
+        return declared.tag(value) if value else ""
+    return str(value)
+
+
 def _placement(report: HtmlReport, problem: Problem, result: Result) -> None:
     assert result.plan is not None
     plan, directory = result.plan, problem.directory.for_plan(result.plan)
@@ -144,9 +160,12 @@ def _placement(report: HtmlReport, problem: Problem, result: Result) -> None:
                 strategy.pp,
                 strategy.tp,
                 strategy.microbatches,
-                strategy.concurrency or None,
-                f"{strategy.recompute}, {strategy.sharding}"
-                + (", offload" if strategy.offload else ""),
+                *(getattr(strategy, declared.name) or None for declared in _COUNTED),
+                ", ".join(
+                    text
+                    for declared in _CHOSEN
+                    if (text := _choice_text(declared, getattr(strategy, declared.name)))
+                ),
                 f"{candidate.time:.4f} s",
                 f"{candidate.memory / 1e9:.2f} GB",
                 ", ".join(sorted(pins.pinned_fields(vertex.name))) or None,
@@ -161,8 +180,8 @@ def _placement(report: HtmlReport, problem: Problem, result: Result) -> None:
             "pp",
             "tp",
             "microbatches",
-            "concurrency",
-            "recompute, sharding",
+            *(declared.name for declared in _COUNTED),
+            ", ".join(declared.name for declared in _CHOSEN if declared.values is not bool),
             "run time",
             "memory per GPU (alone)",
             "pinned",

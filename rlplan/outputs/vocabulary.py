@@ -1,4 +1,4 @@
-"""A plan in the vocabulary of RL frameworks (DESIGN.md section 12).
+"""A plan in the vocabulary of RL frameworks (docs/outputs.md).
 
 Users configure verl, NeMo RL or OpenRLHF, not blocks and candidates.
 :func:`framework_view` restates a plan in their terms: per vertex the GPUs,
@@ -39,19 +39,14 @@ from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.model.cost import Strategy
 from rlplan.rpeg.model.plan import Plan
+from rlplan.rpeg.strategy import DIMENSIONS, Dimension, dimension, dimensions_of
 from rlplan.rpeg.templates import Kind
 
 #: What the sharding candidates are called in the frameworks.
-SHARDING_WORDS = {
-    "zero1": "ZeRO-1 / distributed optimizer",
-    "zero3": "ZeRO-3 / FSDP full shard",
-}
+SHARDING_WORDS = dimension("sharding").words
 
 #: What the recompute candidates are called in the frameworks.
-RECOMPUTE_WORDS = {
-    "none": "off",
-    "full": "full activation checkpointing",
-}
+RECOMPUTE_WORDS = dimension("recompute").words
 
 #: Where each setting is typed in each framework, as markdown (``None``: no
 #: knob of its own). Names checked against the frameworks' sources, as
@@ -199,12 +194,13 @@ def _vertex_entry(problem: Problem, index: int, plan: Plan) -> dict[str, Any]:
     entry["microbatches"] = strategy.microbatches
     entry["micro_batch_size_per_gpu"] = sequences
     entry["micro_batch_tokens_per_gpu"] = sequences * cost.sequence_tokens
-    if vertex.kind is Kind.TRAIN:
-        entry["recompute"] = strategy.recompute
-        entry["recompute_words"] = RECOMPUTE_WORDS[strategy.recompute]
-        entry["sharding"] = strategy.sharding
-        entry["sharding_words"] = SHARDING_WORDS[strategy.sharding]
-    entry["offload"] = strategy.offload
+    # Every dimension of the kind under its framework label (and its framework
+    # words when it has them); a rollout's concurrency is max_num_seqs above.
+    for declared in dimensions_of(vertex.kind):
+        value = getattr(strategy, declared.name)
+        entry[declared.label] = str(value) if isinstance(value, str) else value
+        if declared.words is not None:
+            entry[f"{declared.label}_words"] = declared.words[value]
     return entry
 
 
@@ -368,7 +364,8 @@ def framework_view(problem: Problem, plan: Plan, trace: Trace | None = None) -> 
     }
 
 
-#: Columns of the markdown table marked for each pinned plan-file field.
+#: Columns of the markdown table marked for each pinned plan-file field (a
+#: dimension's column is its framework label).
 _PINNED_COLUMN = {
     "block": "gpus",
     "dp": "dp",
@@ -376,10 +373,7 @@ _PINNED_COLUMN = {
     "tp": "tp",
     "microbatches": "micro",
     "micro_batch_size": "micro",
-    "recompute": "recompute",
-    "sharding": "sharding",
-    "offload": "offload",
-    "concurrency": "max_num_seqs",
+    **{declared.name: declared.label for declared in DIMENSIONS},
 }
 #: Marker of a pinned value in the markdown table.
 PIN_MARK = " †"
@@ -392,6 +386,15 @@ def _cell(entry: dict[str, Any], key: str) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value)
+
+
+def _dimension_cell(entry: dict[str, Any], declared: Dimension) -> str:
+    """A dimension's cell: its framework words (or value), and the pin marker."""
+    if declared.words is not None:
+        shown = entry.get(f"{declared.label}_words", "—")
+    else:
+        shown = _cell(entry, declared.label)
+    return f"{shown}{_mark(entry, declared.label)}"
 
 
 def _mark(entry: dict[str, Any], column: str) -> str:
@@ -424,9 +427,10 @@ def framework_markdown(view: dict[str, Any]) -> list[str]:
         "gpu_memory_utilization = (weights + KV pool + rollout workspace) / GPU memory, "
         "rounded up to the hundredth.",
         "",
-        "| vertex | GPUs | tp | pp | dp | micro-batch per GPU (sequences / tokens) "
-        "| recompute | sharding | offload | max_num_seqs | gpu_memory_utilization |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| vertex | GPUs | tp | pp | dp | micro-batch per GPU (sequences / tokens) | "
+        + "".join(f"{declared.label} | " for declared in DIMENSIONS)
+        + "gpu_memory_utilization |",
+        "|---|---|---|---|---|---|" + "---|" * len(DIMENSIONS) + "---|",
     ]
     for name, entry in view["vertices"].items():
         if "micro_batch_size_per_gpu" in entry:
@@ -446,11 +450,8 @@ def framework_markdown(view: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {name} | {_gpus_label(entry['gpus'])}{mark('gpus')} | {entry['tp']}{mark('tp')} | "
             f"{entry['pp']}{mark('pp')} | {entry['dp']}{mark('dp')} | {micro}{mark('micro')} | "
-            f"{entry.get('recompute_words', '—')}{mark('recompute')} | "
-            f"{entry.get('sharding_words', '—')}{mark('sharding')} | "
-            f"{_cell(entry, 'offload')}{mark('offload')} | "
-            f"{_cell(entry, 'max_num_seqs')}{mark('max_num_seqs')} | "
-            f"{'—' if utilization is None else f'{math.ceil(utilization * 100) / 100:.2f}'} |"
+            + "".join(f"{_dimension_cell(entry, declared)} | " for declared in DIMENSIONS)
+            + f"{'—' if utilization is None else f'{math.ceil(utilization * 100) / 100:.2f}'} |"
         )
     if any(entry.get("pinned") for entry in view["vertices"].values()):
         lines += ["", f"{PIN_MARK.strip()} pinned in the instance (placement.pin)."]

@@ -7,11 +7,46 @@ so that the command line can print one precise line and exit with code 2.
 from __future__ import annotations
 
 import difflib
+import reprlib
 from collections.abc import Iterable
+from typing import Any
 
 #: Longest field path (or file name) and message of an error line: with
 #: ``error: `` the line stays within 300 characters.
 MAX_PATH_CHARS, MAX_MESSAGE_CHARS = 100, 190
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxdict, _SHORT.maxlist, _SHORT.maxtuple = 2, 4, 4, 4
+_SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 40, 40, 40
+
+
+def describe(value: Any) -> str:
+    """A short description of a value for an error line, never the whole of a huge value.
+
+    Parameters
+    ----------
+    value
+        Anything read from user input.
+
+    Returns
+    -------
+    str
+        ``nothing`` for None; otherwise the value's ``repr`` with strings,
+        lists and mappings abridged (``[1, 2, 3, 4, ...]``) and integers of
+        more than 128 bits named by their number of digits.
+    """
+    if value is None:
+        return "nothing"
+    if isinstance(value, str):
+        return _SHORT.repr(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return (
+            f"an integer of {len(str(abs(value)))} digits"
+            if value.bit_length() < 10000
+            else "a huge integer"
+        )
+    return _SHORT.repr(value)
 
 
 def cap(text: str, limit: int, *, keep_end: bool = False) -> str:

@@ -3,9 +3,11 @@
 greedy → local search (short) → CP-SAT warm-started from the local plan →
 simulator check → local refinement of the best plan → one result with the
 best simulated plan and the best bound any part proved, its status given by
-the one rule (:func:`rlplan.solvers.result.verdict`). When CP-SAT errors or finds
-nothing better in time, the local plan stands and the result's message says
-why.
+the one rule (:func:`rlplan.solvers.result.verdict`). Every phase's plan is a
+candidate judged by its simulated score alone: a CP-SAT plan rejected for
+disagreeing with the simulator still counts by its simulated score (its bound
+does not), and when CP-SAT fails or finds nothing better in time the better
+earlier plan stands; the result's message says why.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import dataclasses
 import time
 
 from rlplan.rpeg.evaluation.problem import Problem
+from rlplan.rpeg.evaluation.simulator import Simulator
 from rlplan.rpeg.model.plan import Plan
 from rlplan.solvers import cpsat
 from rlplan.solvers.common import plan_result, unplaceable_result
@@ -32,8 +35,47 @@ LOCAL_EVALUATIONS = 100_000
 REFINE_SHARE = 0.15
 
 
+@dataclasses.dataclass
+class _Best:
+    """The best simulated plan of the phases so far (the simulator is the only judge)."""
+
+    simulator: Simulator
+    plan: Plan
+    score: float
+
+    def offer(self, plan: Plan | None, on_tie: bool = False) -> bool:
+        """Keep ``plan`` when it fits in memory and scores lower (or as low, ``on_tie``).
+
+        Returns whether it was kept.
+        """
+        if plan is None:
+            return False
+        evaluation = self.simulator.evaluate(plan)
+        if not evaluation.feasible or evaluation.score > self.score:
+            return False
+        if evaluation.score == self.score and not on_tie:
+            return False
+        self.plan, self.score = plan, evaluation.score
+        return True
+
+
+@dataclasses.dataclass
+class _ExactPhase:
+    """What the CP-SAT phase adds: a proven bound (or none) and a note."""
+
+    bound: float | None = None
+    bound_source: str | None = None
+    message: str = ""
+    templates: dict | None = None
+
+
 def solve(problem: Problem, options: SolveOptions) -> Result:
-    """Run the portfolio within ``options.time_limit``."""
+    """Run the portfolio within ``options.time_limit``.
+
+    Every phase's plan (greedy, local search, CP-SAT, refinement) is a
+    candidate judged by its simulated score; the result is the best of them,
+    with the best bound proven on the way.
+    """
     started = time.perf_counter()
     infeasible = unplaceable_result(problem, "auto", started)
     if infeasible is not None:
@@ -50,6 +92,8 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
         )
     simulator = problem.simulator
     stats: dict = {"baseline_makespan": simulator.evaluate(start).makespan}
+    # Plans are compared by score: the makespan, x (1 + lambda_ac) for a fused plan.
+    best = _Best(simulator, start, simulator.evaluate(start).score)
     local_limit = min(LOCAL_SHARE * options.time_limit, _remaining(options, started))
     local_plan, local_stats = improve(
         problem,
@@ -60,67 +104,78 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
     )
     templates = local_stats.pop("templates", None)
     stats["local"] = local_stats
-    # Plans are compared by score: the makespan, x (1 + lambda_ac) for a fused plan.
-    best_plan, best = local_plan, simulator.evaluate(local_plan).score
     stats["local_makespan"] = simulator.evaluate(local_plan).makespan
-    bound = None
-    bound_source = None
-    message = ""
+    best.offer(local_plan, on_tie=True)
+    exact = _ExactPhase()
     if local_stats["interrupted"]:
-        message = "interrupted during the local search: best plan so far"
+        exact.message = "interrupted during the local search: best plan so far"
     else:
         exact_limit = max(0.0, _remaining(options, started) - REFINE_SHARE * options.time_limit)
-        try:
-            exact = _exact(problem, options, local_plan, exact_limit)
-        except KeyboardInterrupt:
-            exact = None
-            message = "interrupted during CP-SAT: local plan kept"
-        except (MemoryError, RuntimeError, ValueError) as exc:
-            # The portfolio's promise: an exact backend failing never loses the local plan.
-            exact = None
-            message = f"CP-SAT failed ({type(exc).__name__}: {exc}); local plan kept"
-        if exact is not None:
-            stats["cpsat"] = {k: v for k, v in exact.stats.items()}
-            stats["cpsat_status"] = exact.status.value
-            if exact.status is Status.ERROR:
-                message = f"CP-SAT result rejected ({exact.message}); local plan kept"
-            elif exact.plan is None or exact.stats.get("returned_start"):
-                # CP-SAT handed back the local plan: its bound (if any) still counts.
-                bound, bound_source = exact.bound, exact.bound_source
-                message = f"CP-SAT did not improve on the local plan ({exact.message})"
-            else:
-                bound, bound_source = exact.bound, exact.bound_source
-                if exact.score is not None and exact.score <= best:
-                    best_plan, best = exact.plan, exact.score
-            if exact.templates is not None:
-                templates = merge_templates(templates, exact.templates)
+        exact = _exact_phase(problem, options, best, exact_limit, stats)
+        templates = merge_templates(templates, exact.templates)
         # The one rule decides whether the bound already proves the best plan.
-        proven = bound is not None and verdict(best, bound, options.gap) in (
+        proven = exact.bound is not None and verdict(best.score, exact.bound, options.gap) in (
             Status.OPTIMAL,
             Status.OPTIMAL_WITHIN_GAP,
         )
         remaining = _remaining(options, started)
-        if not proven and remaining > 0.5 and not message.startswith("interrupted"):
-            refined, refine_stats = improve(problem, best_plan, options, remaining)
+        if not proven and remaining > 0.5 and not exact.message.startswith("interrupted"):
+            refined, refine_stats = improve(problem, best.plan, options, remaining)
             refined_templates = refine_stats.pop("templates", None)
             if refined_templates is not None:
                 templates = merge_templates(templates, refined_templates)
             stats["refine"] = refine_stats
-            refined_score = simulator.evaluate(refined).score
-            if refined_score < best:
-                best_plan, best = refined, refined_score
+            best.offer(refined)
     return plan_result(
         problem,
         "auto",
-        best_plan,
+        best.plan,
         started,
-        bound=bound,
+        bound=exact.bound,
         requested_gap=options.gap,
         stats=stats,
-        message=message,
+        message=exact.message,
         templates=templates,
-        bound_source=bound_source,
+        bound_source=exact.bound_source,
     )
+
+
+def _exact_phase(
+    problem: Problem, options: SolveOptions, best: _Best, time_limit: float, stats: dict
+) -> _ExactPhase:
+    """CP-SAT warm-started from the best plan; its plan is offered to ``best``.
+
+    A CP-SAT result rejected for disagreeing with the simulator
+    (:func:`rlplan.solvers.common.judge_objective`) still offers its plan,
+    judged by simulation alone, but its bound is not used: a model that
+    prices a plan otherwise than the simulator proves nothing about the
+    simulator's optimum.
+    """
+    phase = _ExactPhase()
+    try:
+        exact = _exact(problem, options, best.plan, time_limit)
+    except KeyboardInterrupt:
+        phase.message = "interrupted during CP-SAT: local plan kept"
+        return phase
+    except (MemoryError, RuntimeError, ValueError) as exc:
+        # The portfolio's promise: an exact backend failing never loses the local plan.
+        phase.message = f"CP-SAT failed ({type(exc).__name__}: {exc}); local plan kept"
+        return phase
+    stats["cpsat"] = dict(exact.stats)
+    stats["cpsat_status"] = exact.status.value
+    phase.templates = exact.templates
+    if exact.status is Status.ERROR:
+        kept = best.offer(exact.plan, on_tie=True)
+        outcome = "its plan, judged by simulation alone, is kept" if kept else "local plan kept"
+        phase.message = f"CP-SAT result rejected ({exact.message}); {outcome}"
+        return phase
+    phase.bound, phase.bound_source = exact.bound, exact.bound_source
+    if exact.plan is None or exact.stats.get("returned_start"):
+        # CP-SAT handed back the local plan: its bound (if any) still counts.
+        phase.message = f"CP-SAT did not improve on the local plan ({exact.message})"
+    else:
+        best.offer(exact.plan, on_tie=True)
+    return phase
 
 
 def _exact(problem: Problem, options: SolveOptions, hint: Plan, time_limit: float) -> Result:

@@ -6,7 +6,9 @@ import math
 import time
 from collections.abc import Callable
 
-from rlplan.rpeg import interrupts as stop
+from rlplan.formulation import Formulation
+from rlplan.formulation.schedule import earliest_ends
+from rlplan.rpeg import interrupts
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Simulator
 from rlplan.rpeg.model.candidates import CandidateDirectory
@@ -42,7 +44,7 @@ class Deadline:
         """
         if phase:
             self.phase = phase
-        if time.perf_counter() >= self.at or stop.requested():
+        if time.perf_counter() >= self.at or interrupts.requested():
             raise BuildTimeout(self.phase)
 
 
@@ -302,31 +304,71 @@ def infeasible_despite_start(
     )
 
 
-def check_objective(result: Result, objective: float, tolerance: float, solver: str) -> bool:
-    """Mark ``result`` ERROR when the backend's objective disagrees with its simulated plan.
+def judge_objective(
+    problem: Problem,
+    result: Result,
+    formulation: Formulation,
+    solution: tuple[list[int], dict[str, int], list[float]],
+    objective: float,
+    solver: str,
+) -> bool:
+    """Mark ``result`` ERROR when the backend's model and the simulator disagree on its plan.
+
+    The simulator starts every run as early as the plan's order allows; a
+    backend's feasible (not yet optimal) solution may leave idle time, so its
+    objective can lie above the simulated makespan by more than rounding.
+    The model's own value of the plan is therefore the makespan of the
+    earliest schedule of the decoded plan under the formulation's rows
+    (:func:`rlplan.formulation.schedule.earliest_ends`, computed only when
+    the objective itself is not within the tolerance): the simulated
+    makespan must lie within the time-unit tolerance of it, and the
+    objective must not lie below it.
 
     Parameters
     ----------
+    problem
+        The instance (its plan-independent bound replaces the backend's on a
+        disagreement).
     result
         The backend's plan, simulated (:func:`plan_result`).
+    formulation
+        The formulation the backend solved.
+    solution
+        The backend's solution (assignment indices, staleness, run starts in units).
     objective
-        The backend's objective value for that plan (s).
-    tolerance
-        ``Formulation.simulation_tolerance(objective)``: the one tolerance of
-        every exact backend.
+        The backend's objective value for that solution (s).
     solver
         Backend name, for the message.
 
     Returns
     -------
     bool
-        Whether the two agree (the result is left unchanged then).
+        Whether the two agree (the result is left unchanged then, with the
+        idle time removed in ``stats["solver_idle_s"]`` when there was some).
+        On a disagreement the formulation does not price the plan as the
+        simulator does, so its proven bound is no bound on the simulator's
+        plan space: the result keeps only the plan-independent bound, its
+        plan stays (``stats["objective_mismatch"]``) for a caller that judges
+        plans by simulation alone.
     """
-    if result.makespan is None or abs(result.makespan - objective) <= tolerance:
+    if result.makespan is None:
+        return True
+    tolerance = formulation.simulation_tolerance(objective)
+    if abs(result.makespan - objective) <= tolerance:
+        return True
+    earliest = max(earliest_ends(formulation, *solution)) * formulation.unit
+    result.stats["model_earliest_makespan_s"] = earliest
+    within = abs(result.makespan - earliest) <= formulation.simulation_tolerance(earliest)
+    if within and earliest <= objective + tolerance:
+        result.stats["solver_idle_s"] = objective - earliest
         return True
     result.status = Status.ERROR
+    result.stats["objective_mismatch"] = True
+    result.bound = min(problem.score_bound, result.makespan * result.score_factor)
+    result.bound_source = problem.score_bound_source
     result.message = (
-        f"{solver} objective {objective:.6f} s differs from its simulated plan "
-        f"{result.makespan:.6f} s by more than the time-unit tolerance {tolerance:.2e} s"
+        f"{solver} objective {objective:.6f} s (earliest schedule of its plan {earliest:.6f} s) "
+        f"differs from its simulated plan {result.makespan:.6f} s by more than the time-unit "
+        f"tolerance {tolerance:.2e} s"
     )
     return False

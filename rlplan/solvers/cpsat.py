@@ -35,19 +35,13 @@ from collections.abc import Callable
 
 from ortools.sat.python import cp_model
 
-from rlplan.formulation import Formulation, build_formulation, rows
-from rlplan.rpeg import interrupts as stop
+from rlplan.formulation import Formulation, rows
+from rlplan.rpeg import interrupts
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Plan
-from rlplan.solvers.common import (
-    BuildTimeout,
-    Deadline,
-    check_objective,
-    infeasible_despite_start,
-    plan_result,
-    unplaceable_result,
-    warm_start_result,
-)
+from rlplan.solvers.common import Deadline, plan_result, unplaceable_result
+from rlplan.solvers.exact_driver import ExactOutcome, solve_exact
+from rlplan.solvers.local import warm_start_plan
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.result import Result
 from rlplan.solvers.templates import each_template
@@ -80,7 +74,7 @@ class CpSatVariables:
         horizon = f.horizon
         num_gpus = f.problem.directory.cluster.num_gpus
         self.choose = [
-            [model.NewBoolVar(f"choose[{v},{a}]") for a in range(len(items))]
+            [model.new_bool_var(f"choose[{v},{a}]") for a in range(len(items))]
             for v, items in enumerate(f.assignments)
         ]
         self.on_block: list[dict[int, cp_model.IntVar]] = []
@@ -91,12 +85,12 @@ class CpSatVariables:
             literals = {}
             for block, members in per_block.items():
                 tick()
-                literal = model.NewBoolVar(f"on_block[{vertex},{block}]")
-                model.Add(literal == cp_model.LinearExpr.sum(members))
+                literal = model.new_bool_var(f"on_block[{vertex},{block}]")
+                model.add(literal == cp_model.LinearExpr.sum(members))
                 literals[block] = literal
             self.on_block.append(literals)
         self.staleness = {
-            m: {value: model.NewBoolVar(f"staleness_is[{m},{value}]") for value in choices}
+            m: {value: model.new_bool_var(f"staleness_is[{m},{value}]") for value in choices}
             for m, choices in f.staleness_choices.items()
         }
         self.duration = []
@@ -107,73 +101,73 @@ class CpSatVariables:
             tick()
             low = min(a.duration for a in items)
             high = max(a.duration for a in items)
-            duration = model.NewIntVar(low, high, f"duration[{vertex}]")
-            model.Add(
+            duration = model.new_int_var(low, high, f"duration[{vertex}]")
+            model.add(
                 duration
                 == cp_model.LinearExpr.weighted_sum(
                     self.choose[vertex], [a.duration for a in items]
                 )
             )
-            first = model.NewIntVar(0, num_gpus, f"gpu_first[{vertex}]")
-            count = model.NewIntVar(1, num_gpus, f"gpu_count[{vertex}]")
-            model.Add(
+            first = model.new_int_var(0, num_gpus, f"gpu_first[{vertex}]")
+            count = model.new_int_var(1, num_gpus, f"gpu_count[{vertex}]")
+            model.add(
                 first
                 == cp_model.LinearExpr.weighted_sum(
                     self.choose[vertex], [a.block.start for a in items]
                 )
             )
-            model.Add(
+            model.add(
                 count
                 == cp_model.LinearExpr.weighted_sum(
                     self.choose[vertex], [a.block.size for a in items]
                 )
             )
-            end = model.NewIntVar(1, num_gpus, f"gpu_end[{vertex}]")
+            end = model.new_int_var(1, num_gpus, f"gpu_end[{vertex}]")
             self.duration.append(duration)
             self.gpu_first.append(first)
             self.gpu_count.append(count)
-            self.gpu_interval.append(model.NewIntervalVar(first, count, end, f"gpus[{vertex}]"))
+            self.gpu_interval.append(model.new_interval_var(first, count, end, f"gpus[{vertex}]"))
         self.run_start, self.run_end, self.run_interval = [], [], []
         for run in range(f.num_runs):
             vertex = run % f.num_vertices
-            start = model.NewIntVar(0, horizon, f"run_start[{run}]")
-            end = model.NewIntVar(0, horizon, f"run_end[{run}]")
+            start = model.new_int_var(0, horizon, f"run_start[{run}]")
+            end = model.new_int_var(0, horizon, f"run_end[{run}]")
             self.run_start.append(start)
             self.run_end.append(end)
             self.run_interval.append(
-                model.NewIntervalVar(start, self.duration[vertex], end, f"run[{run}]")
+                model.new_interval_var(start, self.duration[vertex], end, f"run[{run}]")
             )
-        self.makespan = model.NewIntVar(0, horizon, "makespan")
+        self.makespan = model.new_int_var(0, horizon, "makespan")
 
     def warm_start(self, chosen: list[int], staleness: dict[str, int], starts: list[int]) -> None:
         """Hint a complete solution (a heuristic plan as converted by the formulation)."""
         model, f = self.model, self.formulation
         for vertex, index in enumerate(chosen):
             for a, literal in enumerate(self.choose[vertex]):
-                model.AddHint(literal, a == index)
+                model.add_hint(literal, a == index)
             block = f.block_index[f.assignments[vertex][index].block]
             for b, literal in self.on_block[vertex].items():
-                model.AddHint(literal, b == block)
+                model.add_hint(literal, b == block)
         for m, literals in self.staleness.items():
             for value, literal in literals.items():
-                model.AddHint(literal, value == staleness[m])
+                model.add_hint(literal, value == staleness[m])
         ends = f.run_ends(chosen, starts)
         for run, start in enumerate(starts):
-            model.AddHint(self.run_start[run], start)
-            model.AddHint(self.run_end[run], ends[run])
-        model.AddHint(self.makespan, max(ends))
+            model.add_hint(self.run_start[run], start)
+            model.add_hint(self.run_end[run], ends[run])
+        model.add_hint(self.makespan, max(ends))
 
     def chosen(self, solver: cp_model.CpSolver) -> tuple[list[int], dict[str, int], list[int]]:
         """Assignment indices, staleness and run starts of the solver's solution."""
         chosen = [
-            next(a for a, x in enumerate(literals) if solver.BooleanValue(x))
+            next(a for a, x in enumerate(literals) if solver.boolean_value(x))
             for literals in self.choose
         ]
         staleness = {
-            m: next(value for value, x in literals.items() if solver.BooleanValue(x))
+            m: next(value for value, x in literals.items() if solver.boolean_value(x))
             for m, literals in self.staleness.items()
         }
-        starts = [solver.Value(s) for s in self.run_start]
+        starts = [solver.value(s) for s in self.run_start]
         return chosen, staleness, starts
 
 
@@ -242,31 +236,31 @@ class CpSatModel:
             else:
                 name = f"source_layout[{condition.vertex},{len(self._condition_literals)}]"
                 members = [self.vars.choose[condition.vertex][a] for a in condition.indices]
-            literal = self.model.NewBoolVar(name)
-            self.model.Add(literal == cp_model.LinearExpr.sum(members))
+            literal = self.model.new_bool_var(name)
+            self.model.add(literal == cp_model.LinearExpr.sum(members))
             self._condition_literals[condition] = literal
         return literal
 
     def _lag_row(self, row: rows.LagRow) -> None:
         """``run_start[after] >= run_end[before] + lag``, enforced by the row's conditions."""
         v = self.vars
-        constraint = self.model.Add(v.run_start[row.after] >= v.run_end[row.before] + row.lag)
+        constraint = self.model.add(v.run_start[row.after] >= v.run_end[row.before] + row.lag)
         if row.conditions:
-            constraint.OnlyEnforceIf([self._literal(c) for c in row.conditions])
+            constraint.only_enforce_if([self._literal(c) for c in row.conditions])
 
     # -- constraint families ----------------------------------------------------------------
 
     def _select_one_candidate(self) -> None:
         """Exactly one assignment per vertex and one staleness per trained model."""
         for literals in self.vars.choose:
-            self.model.AddExactlyOne(literals)
+            self.model.add_exactly_one(literals)
         for literals in self.vars.staleness.values():
-            self.model.AddExactlyOne(literals.values())
+            self.model.add_exactly_one(literals.values())
 
     def _gpu_exclusivity(self) -> None:
         """Runs whose GPU ranges intersect do not overlap in time (NoOverlap2D)."""
         f = self.formulation
-        self.model.AddNoOverlap2D(
+        self.model.add_no_overlap_2d(
             self.vars.run_interval,
             [self.vars.gpu_interval[run % f.num_vertices] for run in range(f.num_runs)],
         )
@@ -296,28 +290,29 @@ class CpSatModel:
             self._check()
             low = row.unit[0]
             resident = {
-                name: model.NewIntVar(0, capacity, f"resident[{name},{low}]") for name in row.models
+                name: model.new_int_var(0, capacity, f"resident[{name},{low}]")
+                for name in row.models
             }
-            transient = model.NewIntVar(0, capacity, f"transient[{low}]")
+            transient = model.new_int_var(0, capacity, f"transient[{low}]")
             for terms in row.vertices:
                 self._tick()
                 literals = [v.choose[terms.vertex][i] for i, _ in terms.resident]
-                model.Add(
+                model.add(
                     resident[terms.model]
                     >= cp_model.LinearExpr.weighted_sum(literals, [b for _, b in terms.resident])
                 )
-                model.Add(
+                model.add(
                     transient
                     >= cp_model.LinearExpr.weighted_sum(literals, [b for _, b in terms.transient])
                 )
-            model.Add(sum(resident.values()) + transient <= capacity)
+            model.add(sum(resident.values()) + transient <= capacity)
 
     def _objective(self) -> None:
         """Minimise the makespan of the k_eval steps."""
         f, v, model = self.formulation, self.vars, self.model
         for vertex in range(f.num_vertices):
-            model.Add(v.makespan >= v.run_end[f.run(vertex, f.k_eval - 1)])
-        model.Minimize(v.makespan)
+            model.add(v.makespan >= v.run_end[f.run(vertex, f.k_eval - 1)])
+        model.minimize(v.makespan)
 
     def _gpu_load(self) -> None:
         """Redundant constraint: the makespan covers each GPU unit's total run time,
@@ -329,7 +324,7 @@ class CpSatModel:
         f, v, model = self.formulation, self.vars, self.model
         for _, terms in f.load_rows():
             self._check()
-            model.Add(
+            model.add(
                 v.makespan
                 >= cp_model.LinearExpr.weighted_sum(
                     [v.choose[vertex][i] for vertex, i, _ in terms],
@@ -347,7 +342,7 @@ class CpSatModel:
         f, v, model = self.formulation, self.vars, self.model
         gpus = f.problem.directory.cluster.num_gpus
         terms = rows.area_terms(f)
-        model.Add(
+        model.add(
             gpus * v.makespan
             >= cp_model.LinearExpr.weighted_sum(
                 [v.choose[vertex][i] for vertex, i, _ in terms], [c for _, _, c in terms]
@@ -356,7 +351,7 @@ class CpSatModel:
 
     def sizes(self) -> dict[str, int]:
         """Model size: Booleans, intervals, constraints."""
-        proto = self.model.Proto()
+        proto = self.model.proto
         booleans = sum(1 for var in proto.variables if list(var.domain) == [0, 1])
         f = self.formulation
         intervals = f.num_runs + f.num_vertices
@@ -379,7 +374,7 @@ class _Progress(cp_model.CpSolverSolutionCallback):
         if self.first_solution_time is None:
             self.first_solution_time = time.perf_counter() - self.started
         self.options.progress.update(
-            best=self.ObjectiveValue() * self.unit, bound=self.BestObjectiveBound() * self.unit
+            best=self.objective_value * self.unit, bound=self.best_objective_bound * self.unit
         )
 
 
@@ -394,105 +389,96 @@ TWO_WORKER_SUBSOLVERS = ("default_lp", "max_lp")
 RESERVE_S = 0.2
 
 
+class CpSatBackend:
+    """CP-SAT for :func:`rlplan.solvers.exact_driver.solve_exact`: builds and solves the model."""
+
+    label = "cpsat"
+    display = "CP-SAT"
+    model_name = "the CP-SAT model"
+
+    def __init__(self) -> None:
+        self.built: CpSatModel | None = None
+
+    def build(self, formulation: Formulation, deadline: Deadline) -> dict:
+        """Build the CP-SAT model; its sizes are reported once it is solved."""
+        self.built = CpSatModel(formulation, deadline)
+        return {}
+
+    def warm_start(self, solution: tuple[list[int], dict[str, int], list[int]]) -> None:
+        """Hint the warm start."""
+        self.built.vars.warm_start(*solution)
+
+    def _solver(self, options: SolveOptions, deadline: Deadline) -> cp_model.CpSolver:
+        """A solver with the time left, at most ``options.threads`` workers, and its settings."""
+        solver = cp_model.CpSolver()
+        parameters = solver.parameters
+        parameters.max_time_in_seconds = max(0.05, deadline.remaining() - RESERVE_S)
+        parameters.num_workers = options.threads
+        parameters.random_seed = options.seed
+        parameters.relative_gap_limit = options.gap
+        # Energetic and time-tabling reasoning in NoOverlap2D: on the 16-GPU PPO
+        # instance it turns a 6 % gap after 120 s into a proof (compare.exactbench).
+        parameters.use_timetabling_in_no_overlap_2d = True
+        parameters.use_energetic_reasoning_in_no_overlap_2d = True
+        parameters.use_area_energetic_reasoning_in_no_overlap_2d = True
+        if options.threads == TWO_WORKERS and os.environ.get("RLPLAN_CPSAT_DEFAULT_WORKERS") != "1":
+            parameters.subsolvers.extend(TWO_WORKER_SUBSOLVERS)
+        if options.verbose:
+            parameters.log_search_progress = True
+            parameters.log_to_stdout = False
+            solver.log_callback = lambda line: print(line, file=sys.stderr)
+        # SIGINT and SIGTERM reach rpeg.stop, which stops the search (not CP-SAT's own handler).
+        parameters.catch_sigint_signal = False
+        return solver
+
+    def solve(self, options: SolveOptions, deadline: Deadline) -> ExactOutcome:
+        """Run CP-SAT from the hint; the objective and bound come back in seconds."""
+        built = self.built
+        unit = built.formulation.unit
+        solver = self._solver(options, deadline)
+        callback = _Progress(built.vars, unit, options)
+        with interrupts.on_stop(solver.stop_search):
+            status = solver.solve(built.model, callback)
+        stats = {
+            **built.sizes(),
+            "cp_status": solver.status_name(status),
+            "cp_wall_time_s": solver.wall_time,
+            "branches": solver.num_branches,
+            "conflicts": solver.num_conflicts,
+            "first_solution_s": callback.first_solution_time,
+            "cp_deterministic_time": solver.deterministic_time,
+        }
+        if status == cp_model.INFEASIBLE:
+            return ExactOutcome(None, None, None, infeasible=True, stats=stats)
+        bound = solver.best_objective_bound * unit
+        stats["cp_bound_s"] = bound
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return ExactOutcome(
+                None,
+                None,
+                bound,
+                no_plan_message="CP-SAT found no plan in time; the warm-start plan is reported",
+                stats=stats,
+            )
+        objective = solver.objective_value * unit
+        stats["cp_objective_s"] = objective
+        return ExactOutcome(built.vars.chosen(solver), objective, bound, stats=stats)
+
+
 def solve_with_hint(
     problem: Problem, options: SolveOptions, start: Plan, time_limit: float
 ) -> Result:
     """Build and solve the CP-SAT model warm-started from ``start``, then check it by simulation.
 
-    The build and the search share ``time_limit``. The result is never worse
-    than ``start``: when the limit passes while building, or CP-SAT returns
-    no plan (or a worse one), ``start`` is reported with the best bound known
-    (``stats["returned_start"]`` is then true).
+    The build and the search share ``time_limit``; the result is never worse
+    than ``start`` (:func:`rlplan.solvers.exact_driver.solve_exact`).
     """
-    started = time.perf_counter()
-    deadline = Deadline(time_limit)
-    upper = problem.simulator.evaluate(start).makespan
-    options.progress.update(best=upper, bound=problem.bounds.best)
-    stats: dict = {"heuristic_start_makespan": upper}
-
-    def start_result(bound: float | None, message: str) -> Result:
-        return warm_start_result(
-            problem, "cpsat", start, started, stats, options.gap, bound, message
-        )
-
-    try:
-        formulation = build_formulation(problem, upper)
-        built = CpSatModel(formulation, deadline)
-        deadline.check("warm start")
-        built.vars.warm_start(*formulation.warm_start(start))
-        deadline.check("solver start")
-    except BuildTimeout as exc:
-        stats["build_s"] = time.perf_counter() - started
-        return start_result(
-            None,
-            f"time limit reached while building the CP-SAT model (at {exc.args[0] or 'start'}); "
-            "the warm-start plan is reported",
-        )
-    stats["build_s"] = time.perf_counter() - started
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.05, deadline.remaining() - RESERVE_S)
-    solver.parameters.num_workers = options.threads
-    solver.parameters.random_seed = options.seed
-    solver.parameters.relative_gap_limit = options.gap
-    # Energetic and time-tabling reasoning in NoOverlap2D: on the 16-GPU PPO
-    # instance it turns a 6 % gap after 120 s into a proof (compare.exactbench).
-    solver.parameters.use_timetabling_in_no_overlap_2d = True
-    solver.parameters.use_energetic_reasoning_in_no_overlap_2d = True
-    solver.parameters.use_area_energetic_reasoning_in_no_overlap_2d = True
-    if options.threads == TWO_WORKERS and os.environ.get("RLPLAN_CPSAT_DEFAULT_WORKERS") != "1":
-        for name in TWO_WORKER_SUBSOLVERS:
-            solver.parameters.subsolvers.append(name)
-    if options.verbose:
-        solver.parameters.log_search_progress = True
-        solver.parameters.log_to_stdout = False
-        solver.log_callback = lambda line: print(line, file=sys.stderr)
-    callback = _Progress(built.vars, formulation.unit, options)
-    # SIGINT and SIGTERM reach rpeg.stop, which stops the search (not CP-SAT's own handler).
-    solver.parameters.catch_sigint_signal = False
-    with stop.on_stop(solver.StopSearch):
-        status = solver.Solve(built.model, callback)
-    stats.update(
-        {
-            **built.sizes(),
-            **formulation.stats,
-            "cp_status": solver.StatusName(status),
-            "cp_wall_time_s": solver.WallTime(),
-            "branches": solver.NumBranches(),
-            "conflicts": solver.NumConflicts(),
-            "first_solution_s": callback.first_solution_time,
-            "cp_deterministic_time": solver.deterministic_time,
-        }
-    )
-    if status == cp_model.INFEASIBLE:
-        return infeasible_despite_start(problem, "cpsat", started, stats, options.gap)
-    bound = solver.BestObjectiveBound() * formulation.unit
-    stats["cp_bound_s"] = bound
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return start_result(bound, "CP-SAT found no plan in time; the warm-start plan is reported")
-    objective = solver.ObjectiveValue() * formulation.unit
-    stats["cp_objective_s"] = objective
-    plan = formulation.plan_from_choice(*built.vars.chosen(solver))
-    result = plan_result(
-        problem, "cpsat", plan, started, bound=bound, requested_gap=options.gap, stats=stats
-    )
-    if not check_objective(
-        result, objective, formulation.simulation_tolerance(objective), "CP-SAT"
-    ):
-        return result
-    stats["solver_plan_makespan_s"] = result.stats["solver_plan_makespan_s"] = result.makespan
-    if result.makespan is not None and upper < result.makespan:
-        # Flooring lets the model rank plans a rounding error apart either way.
-        return start_result(
-            bound, "the CP-SAT plan simulates slower than the warm start, which is reported"
-        )
-    return result
+    return solve_exact(problem, options, start, time_limit, CpSatBackend())
 
 
 @each_template("cpsat")  # AC-share: solve each template, keep the better
 def solve(problem: Problem, options: SolveOptions) -> Result:
     """CP-SAT warm-started from the better baseline improved by a short local search."""
-    from rlplan.solvers.local import warm_start_plan
-
     started = time.perf_counter()
     infeasible = unplaceable_result(problem, "cpsat", started)
     if infeasible is not None:

@@ -1,4 +1,4 @@
-"""Blocks and communication levels of the cluster (DESIGN.md section 5)."""
+"""Blocks and communication levels of the cluster (docs/plan-space.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from rlplan.rpeg.errors import PlanError
 from rlplan.rpeg.model.blocks import Cluster
-from rlplan.rpeg.schema.instance import Hardware
+from rlplan.rpeg.schema.hardware import Hardware
 
 LEVELS = ("g", "n", "r")
 

@@ -1,4 +1,4 @@
-"""Plan-independent lower bounds (DESIGN.md section 6, last paragraph)."""
+"""Plan-independent lower bounds (docs/cost-model.md, lower bounds)."""
 
 from __future__ import annotations
 
@@ -98,11 +98,11 @@ def test_compute_bound_of_small_instance(small_instance_data, make_instance):
 
 # -- plans outside the plan space --------------------------------------------------------
 #
-# The frozen tiny PPO instance allows only ``placement.microbatches: [4]``. DESIGN.md
-# section 5: "microbatches mb from placement.microbatches". If ``strategy_problem`` (which
-# ``plan_from_json`` uses to validate a plan file) ignored that list, a plan file with
-# microbatches 1 would be accepted, although the "proven" lower bound holds only over the
-# plan space. The plan below puts every train and infer vertex on one microbatch of 16
+# The frozen tiny PPO instance allows only ``placement.microbatches: [4]``, and a plan's
+# micro-batch count must come from that list (docs/plan-space.md). If ``strategy_problem``
+# (which ``plan_from_json`` uses to validate a plan file) ignored that list, a plan file
+# with microbatches 1 would be accepted, although the "proven" lower bound holds only over
+# the plan space. The plan below puts every train and infer vertex on one microbatch of 16
 # sequences (dp 2) instead of the plan space's 4 microbatches of 4. (A rollout has no
 # microbatches in v2: its concurrency replaces them.)
 

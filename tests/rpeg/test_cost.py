@@ -1,4 +1,4 @@
-"""Cost and memory model (DESIGN.md sections 6 and 10) against hand computations.
+"""Cost and memory model (docs/cost-model.md) against hand computations.
 
 The instances here set the v2 knobs to the v1 behaviour (tests/rpeg/conftest.py,
 tests/data/frozen_*.yaml), so the section-6 formulas v2 keeps are checked with
@@ -18,7 +18,7 @@ from rlplan.rpeg.model.cost import (
     p2p_time,
     parameter_count,
 )
-from rlplan.rpeg.schema.instance import ModelSpec
+from rlplan.rpeg.schema.models import ModelSpec
 from rlplan.rpeg.templates import Kind, Vertex
 
 GENERATE = Vertex("actor", Kind.GENERATE)

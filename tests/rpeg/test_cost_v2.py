@@ -1,4 +1,4 @@
-"""Cost and memory model v2 (DESIGN.md section 10) against hand computations.
+"""Cost and memory model v2 (docs/cost-model.md) against hand computations.
 
 Every test starts from the small DPO instance of tests/rpeg/conftest.py (v1
 behaviour: gemm_efficiency 1, no non-GEMM ratio, no decode step overhead, no
@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 
 from rlplan.rpeg.model.candidates import enumerate_strategies
 from rlplan.rpeg.model.cost import CostModel, Strategy
-from rlplan.rpeg.schema.instance import PlacementConfig, Workload
+from rlplan.rpeg.schema.instance import PlacementConfig
+from rlplan.rpeg.schema.workload import Workload
 from rlplan.rpeg.templates import Kind, Vertex
 from tests.rpeg.conftest import _load
 

@@ -1,4 +1,4 @@
-"""Plans know their instance (DESIGN.md section 9): the fingerprint in plan.json."""
+"""Plans know their instance (docs/plan-space.md): the fingerprint in plan.json."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import yaml
 from rlplan.rpeg.errors import PlanError
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Plan, plan_from_json, plan_to_json, read_plan
-from rlplan.rpeg.schema.instance import instance_fingerprint, load_instance, parse_instance
+from rlplan.rpeg.schema.fingerprint import instance_fingerprint
+from rlplan.rpeg.schema.instance import load_instance, parse_instance
 from rlplan.rpeg.schema.yamlio import loads
 from rlplan.rpeg.search.baselines import greedy_plan
 

@@ -16,7 +16,8 @@ from rlplan.outputs.gantt import (
     write_gantt,
 )
 from rlplan.rpeg.evaluation.simulator import Event, Trace
-from rlplan.rpeg.schema.instance import Hardware, load_instance
+from rlplan.rpeg.schema.hardware import Hardware
+from rlplan.rpeg.schema.instance import load_instance
 
 INSTANCES = Path(__file__).resolve().parents[2] / "instances"
 

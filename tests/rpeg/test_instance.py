@@ -1,4 +1,4 @@
-"""Instance loading and validation (DESIGN.md section 3)."""
+"""Instance loading and validation (docs/instance.md)."""
 
 from __future__ import annotations
 

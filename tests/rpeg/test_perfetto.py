@@ -18,7 +18,7 @@ import pytest
 from rlplan.outputs.perfetto import gpu_span, perfetto_trace, write_perfetto
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Event, Trace
-from rlplan.rpeg.schema.instance import parse_hardware
+from rlplan.rpeg.schema.hardware import parse_hardware
 from rlplan.rpeg.search.baselines import greedy_plan
 
 REPO = Path(__file__).resolve().parents[2]

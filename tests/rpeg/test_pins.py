@@ -19,7 +19,8 @@ from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.candidates import CandidateDirectory, enumerate_strategies, strategy_problem
 from rlplan.rpeg.model.cost import Strategy
 from rlplan.rpeg.model.plan import plan_from_json, plan_to_json
-from rlplan.rpeg.schema.instance import instance_fingerprint, parse_instance
+from rlplan.rpeg.schema.fingerprint import instance_fingerprint
+from rlplan.rpeg.schema.instance import parse_instance
 from rlplan.rpeg.schema.yamlio import read_yaml_file
 from rlplan.rpeg.search.sampling import random_plan
 

@@ -1,4 +1,4 @@
-"""Plan files v2 (DESIGN.md sections 7 and 10): v1 defaults, v2 fields, micro-batching."""
+"""Plan files v2 (docs/plan-space.md): v1 defaults, v2 fields, micro-batching."""
 
 from __future__ import annotations
 

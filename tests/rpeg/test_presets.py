@@ -19,12 +19,9 @@ import pytest
 
 from rlplan.rpeg.errors import InstanceError
 from rlplan.rpeg.model.cost import CostModel, Strategy, layer_parameters, parameter_count
-from rlplan.rpeg.schema.instance import (
-    ModelSpec,
-    instance_fingerprint,
-    load_instance,
-    parse_instance,
-)
+from rlplan.rpeg.schema.fingerprint import instance_fingerprint
+from rlplan.rpeg.schema.instance import load_instance, parse_instance
+from rlplan.rpeg.schema.models import ModelSpec
 from rlplan.rpeg.schema.presets import GPU_PRESETS, MODEL_PRESETS
 from rlplan.rpeg.schema.yamlio import loads
 from rlplan.rpeg.templates import Kind, Vertex

@@ -1,4 +1,4 @@
-"""The exact simulator (DESIGN.md section 7): properties over random plans and hand cases."""
+"""The exact simulator (docs/simulator.md): properties over random plans and hand cases."""
 
 from __future__ import annotations
 

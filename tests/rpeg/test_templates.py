@@ -1,4 +1,4 @@
-"""RPEG templates and their unrolling over steps (DESIGN.md section 4)."""
+"""RPEG templates and their unrolling over steps (docs/templates.md)."""
 
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ def test_run_ids_are_step_major():
     assert run_id(4, 2, 6) == 16
 
 
-# -- old log-probs: actor.infer (DESIGN.md section 10) -----------------------------------
+# -- old log-probs: actor.infer (docs/cost-model.md) -----------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Plans in framework vocabulary (DESIGN.md section 12), checked against hand computations.
+"""Plans in framework vocabulary (docs/outputs.md), checked against hand computations.
 
 The instance is defined here (not read from ``instances/``) so that the
 numbers below stay fixed: GRPO on one node of 4 GPUs, two tiny models

@@ -77,7 +77,7 @@ def template_optimum(prob: Problem, template: str) -> float:
 
 @pytest.mark.parametrize("recompute", [False, True])
 def test_fused_template(recompute):
-    """Vertices, data edges and pub edges of the fused template (DESIGN.md section 4)."""
+    """Vertices, data edges and pub edges of the fused template (docs/templates.md)."""
     template = build_template("ppo", recompute, True, fused=True)
     assert template.names == (
         "actor.generate",

@@ -1,4 +1,4 @@
-"""``main.py solve`` writes the plan in framework vocabulary (DESIGN.md sections 9 and 12)."""
+"""``main.py solve`` writes the plan in framework vocabulary (docs/outputs.md)."""
 
 from __future__ import annotations
 

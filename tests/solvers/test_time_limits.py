@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from rlplan.solvers import cpsat, milp
+from rlplan.solvers import cpsat, exact_driver, milp
 from rlplan.solvers.common import BuildTimeout, Deadline
 from rlplan.solvers.local import warm_start_plan
 from rlplan.solvers.options import SolveOptions
@@ -72,8 +72,7 @@ def test_the_build_checks_the_deadline_within_families(medium_start, monkeypatch
     """A deadline passing inside a constraint family stops the build there: the warm start
     comes back naming that family."""
     problem, start = medium_start
-    module = milp if backend == "milp" else cpsat
-    monkeypatch.setattr(module, "Deadline", _InsideFamily)
+    monkeypatch.setattr(exact_driver, "Deadline", _InsideFamily)
     solve = milp.solve_with_start if backend == "milp" else cpsat.solve_with_hint
     result = solve(problem, SolveOptions(threads=1), start, 600)
     assert result.plan == start
@@ -126,7 +125,7 @@ def test_milp_returns_the_warm_start_when_the_solver_finds_nothing(medium_start,
     def nothing(built, options, deadline):
         return milp.MipOutcome(None, False, False, highs_bound, None, "Time limit reached")
 
-    monkeypatch.setattr(milp, "_solve_highs", nothing)
+    monkeypatch.setattr(milp.engines, "_solve_highs", nothing)
     result = milp.solve_with_start(problem, SolveOptions(threads=1), start, 60)
     assert result.status is Status.FEASIBLE
     assert result.plan == start

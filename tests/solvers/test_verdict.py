@@ -1,4 +1,4 @@
-"""One verdict everywhere: OPTIMAL iff the gap is within the rounding tolerance (DESIGN.md 9)."""
+"""One verdict: OPTIMAL iff the gap is within the rounding tolerance (docs/solvers.md)."""
 
 from __future__ import annotations
 

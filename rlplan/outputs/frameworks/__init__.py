@@ -20,7 +20,8 @@ from rlplan.paths import SOURCE_ROOT
 from rlplan.rpeg.errors import InputError, InstanceError
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Plan
-from rlplan.rpeg.schema.instance import instance_fingerprint, load_instance
+from rlplan.rpeg.schema.fingerprint import instance_fingerprint
+from rlplan.rpeg.schema.instance import load_instance
 
 #: Framework name (as ``--framework`` takes it) -> its module.
 FRAMEWORKS: dict[str, ModuleType] = {

@@ -28,6 +28,13 @@ from rlplan.outputs.vocabulary import framework_view
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.plan import Plan
+from rlplan.rpeg.strategy import dimension
+
+#: The strategy dimensions the exporters translate, as declared: their labels
+#: key the framework view's entries and name them in "not expressible" lines.
+RECOMPUTE = dimension("recompute")
+SHARDING = dimension("sharding")
+OFFLOAD = dimension("offload")
 
 
 def round_up(value: float, digits: int = 2) -> float:

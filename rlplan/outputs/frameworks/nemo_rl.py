@@ -30,7 +30,8 @@ from typing import Any
 
 import yaml
 
-from rlplan.outputs.frameworks.common import PlanFacts, Settings
+from rlplan.outputs.frameworks.common import OFFLOAD, RECOMPUTE, SHARDING, PlanFacts, Settings
+from rlplan.rpeg.strategy import Recompute, Sharding
 
 FRAMEWORK = "nemo-rl"
 
@@ -118,9 +119,9 @@ def _backend(facts: PlanFacts, out: Settings, section: str, name: str, colocated
     """Megatron or DTensor keys of ``section`` (``policy`` or ``value``) for train ``name``."""
     entry = facts.entry(name)
     tp, pp, _ = facts.layout(name)
-    full = entry["recompute"] == "full"
-    offload = bool(entry["offload"])
-    if entry["sharding"] == "zero1":
+    full = entry[RECOMPUTE.label] == Recompute.FULL
+    offload = bool(entry[OFFLOAD.label])
+    if entry[SHARDING.label] == Sharding.ZERO1:
         # {policy,value}.megatron_cfg.*: examples/configs/grpo_math_1B_megatron.yaml,
         # examples/configs/ppo_math_1B.yaml
         out.set(f"{section}.megatron_cfg.enabled", True)
@@ -147,12 +148,12 @@ def _backend(facts: PlanFacts, out: Settings, section: str, name: str, colocated
             out.set(f"{section}.dtensor_cfg.cpu_offload", offload)
     if colocated and offload:
         out.comment(
-            f"{name} offload: NeMo RL moves the training states to the host around "
+            f"{name} {OFFLOAD.label}: NeMo RL moves the training states to the host around "
             "colocated generation (nemo_rl/algorithms/grpo.py: offload_before_refit)"
         )
     elif colocated:
         out.unsupported(
-            f"{name} offload false beside colocated generation (NeMo RL moves the training "
+            f"{name} {OFFLOAD.label} false beside colocated generation (NeMo RL moves the training "
             "states to the host before generation: offload_before_refit)"
         )
 
@@ -185,14 +186,14 @@ def _micro_batches(facts: PlanFacts, out: Settings) -> None:
                 f"{facts.where(name)} apart from {facts.where('actor.train')} (log-probs run "
                 "on the policy's workers, in its layout)"
             )
-    if facts.has("reference.infer") and not facts.entry("reference.infer")["offload"]:
+    if facts.has("reference.infer") and not facts.entry("reference.infer")[OFFLOAD.label]:
         out.unsupported(
-            "reference.infer offload false (the reference weights stay on the host and are "
-            "swapped in: setup_reference_model_state in nemo_rl/models/automodel/setup.py "
+            f"reference.infer {OFFLOAD.label} false (the reference weights stay on the host "
+            "and are swapped in: setup_reference_model_state in nemo_rl/models/automodel/setup.py "
             "and megatron_policy_worker.py)"
         )
-    if facts.has("actor.infer") and facts.entry("actor.infer")["offload"]:
-        out.unsupported("actor.infer offload true (the policy's weights stay on its GPUs)")
+    if facts.has("actor.infer") and facts.entry("actor.infer")[OFFLOAD.label]:
+        out.unsupported(f"actor.infer {OFFLOAD.label} true (the policy's weights stay on its GPUs)")
 
 
 def _reward(facts: PlanFacts, out: Settings) -> bool:
@@ -210,7 +211,8 @@ def _reward(facts: PlanFacts, out: Settings) -> bool:
         out.set("env.reward_model.batch_size", facts.micro_batch("reward.infer"))
         out.set("env.reward_model.dtensor_cfg.tensor_parallel_size", tp)
         out.set(
-            "env.reward_model.dtensor_cfg.cpu_offload", bool(facts.entry("reward.infer")["offload"])
+            "env.reward_model.dtensor_cfg.cpu_offload",
+            bool(facts.entry("reward.infer")[OFFLOAD.label]),
         )
         if pp > 1:
             out.unsupported(f"reward.infer pp {pp} (the reward model runs under DTensor)")
@@ -293,7 +295,7 @@ def settings(facts: PlanFacts, plan_name: str) -> Settings:
         if algorithm == "ppo"
         else (
             SOURCES["megatron"]
-            if facts.entry("actor.train")["sharding"] == "zero1"
+            if facts.entry("actor.train")[SHARDING.label] == Sharding.ZERO1
             else SOURCES["grpo"]
         )
     )

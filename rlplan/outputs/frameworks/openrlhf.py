@@ -26,7 +26,15 @@ How the plan maps onto OpenRLHF:
 
 from __future__ import annotations
 
-from rlplan.outputs.frameworks.common import PlanFacts, Settings, gpus_words
+from rlplan.outputs.frameworks.common import (
+    OFFLOAD,
+    RECOMPUTE,
+    SHARDING,
+    PlanFacts,
+    Settings,
+    gpus_words,
+)
+from rlplan.rpeg.strategy import Recompute, Sharding, value_word
 
 FRAMEWORK = "openrlhf"
 
@@ -171,7 +179,7 @@ def _placement(facts: PlanFacts, out: Settings) -> bool:
 
 def _training(facts: PlanFacts, out: Settings, colocate_all: bool, asynchronous: bool) -> None:
     actor = facts.entry("actor.train")
-    out.set("--ds.zero_stage", 3 if actor["sharding"] == "zero3" else 1)
+    out.set("--ds.zero_stage", 3 if actor[SHARDING.label] == Sharding.ZERO3 else 1)
     tp, pp, _ = facts.layout("actor.train")
     if tp > 1:
         out.set("--ds.tensor_parallel_size", tp)
@@ -188,10 +196,10 @@ def _training(facts: PlanFacts, out: Settings, colocate_all: bool, asynchronous:
                 f"{name} tp {other_tp} while actor.train tp {tp} (one --ds.tensor_parallel_size "
                 "for every DeepSpeed model)"
             )
-    if actor["recompute"] == "full":
+    if actor[RECOMPUTE.label] == Recompute.FULL:
         out.set("--actor.gradient_checkpointing_enable", True)
     out.set("--train.micro_batch_size", facts.micro_batch("actor.train"))
-    offload = bool(actor["offload"])
+    offload = bool(actor[OFFLOAD.label])
     if offload and colocate_all and not asynchronous:
         out.set("--ds.enable_sleep", True)
     elif offload:
@@ -202,10 +210,11 @@ def _training(facts: PlanFacts, out: Settings, colocate_all: bool, asynchronous:
         )
     if facts.has("critic.train"):
         critic = facts.entry("critic.train")
-        for field, words in (("sharding", "sharding"), ("recompute", "recompute")):
+        for declared in (SHARDING, RECOMPUTE):
+            field = declared.label
             if critic[field] != actor[field]:
                 out.unsupported(
-                    f"critic.train {words} {critic[field]} while actor.train {actor[field]} "
+                    f"critic.train {field} {critic[field]} while actor.train {actor[field]} "
                     "(actor and critic share the DeepSpeed flags)"
                 )
         if facts.micro_batch("critic.train") != facts.micro_batch("actor.train"):
@@ -213,10 +222,10 @@ def _training(facts: PlanFacts, out: Settings, colocate_all: bool, asynchronous:
                 f"critic.train micro-batch {facts.micro_batch('critic.train')} per GPU while "
                 f"actor.train {facts.micro_batch('actor.train')} (one --train.micro_batch_size)"
             )
-        if bool(critic["offload"]) != offload:
+        if bool(critic[OFFLOAD.label]) != offload:
             out.unsupported(
-                f"critic.train offload {str(critic['offload']).lower()} while actor.train "
-                f"{str(offload).lower()} (actor and critic share the DeepSpeed flags)"
+                f"critic.train {OFFLOAD.label} {value_word(critic[OFFLOAD.label])} while "
+                f"actor.train {value_word(offload)} (actor and critic share the DeepSpeed flags)"
             )
 
 
@@ -237,13 +246,16 @@ def _experience(facts: PlanFacts, out: Settings) -> None:
                 f"{facts.micro_batch(first)} (one --rollout.micro_batch_size)"
             )
     for name, flag in (("reference.infer", "--ref.offload"), ("reward.infer", "--reward.offload")):
-        if facts.has(name) and facts.entry(name)["offload"]:
+        if facts.has(name) and facts.entry(name)[OFFLOAD.label]:
             out.set(flag, True)
     for name, owner in (("actor.infer", "actor.train"), ("critic.infer", "critic.train")):
-        if facts.has(name) and facts.entry(name)["offload"] != facts.entry(owner)["offload"]:
+        if (
+            facts.has(name)
+            and facts.entry(name)[OFFLOAD.label] != facts.entry(owner)[OFFLOAD.label]
+        ):
             out.unsupported(
-                f"{name} offload {str(facts.entry(name)['offload']).lower()} while {owner} "
-                f"{str(facts.entry(owner)['offload']).lower()} (they run on one group)"
+                f"{name} {OFFLOAD.label} {value_word(facts.entry(name)[OFFLOAD.label])} while "
+                f"{owner} {value_word(facts.entry(owner)[OFFLOAD.label])} (they run on one group)"
             )
 
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlplan.outputs.frameworks.common import PlanFacts, Settings
+from rlplan.outputs.frameworks.common import OFFLOAD, RECOMPUTE, SHARDING, PlanFacts, Settings
+from rlplan.rpeg.strategy import Recompute, Sharding
 
 FRAMEWORK = "verl"
 
@@ -158,7 +159,7 @@ def _recompute(out: Settings, megatron: bool, prefix: str, flag_key: str, full: 
 
 def _actor(facts: PlanFacts, out: Settings, megatron: bool) -> None:
     entry = facts.entry("actor.train")
-    offload = bool(entry["offload"])
+    offload = bool(entry[OFFLOAD.label])
     if megatron:
         prefix = "actor_rollout_ref.actor.megatron"
         # tp/pp, use_distributed_optimizer, *_offload: verl/trainer/config/engine/megatron.yaml
@@ -184,7 +185,7 @@ def _actor(facts: PlanFacts, out: Settings, megatron: bool) -> None:
         megatron,
         "actor_rollout_ref.actor.megatron",
         "actor_rollout_ref.model.enable_gradient_checkpointing",
-        entry["recompute"] == "full",
+        entry[RECOMPUTE.label] == Recompute.FULL,
     )
     if facts.has("actor.infer"):
         # log_prob_micro_batch_size_per_gpu (old log-probs on the actor's workers):
@@ -198,17 +199,18 @@ def _actor(facts: PlanFacts, out: Settings, megatron: bool) -> None:
                 f"{facts.where('actor.infer')} in another layout than {facts.where('actor.train')} "
                 "(old log-probs run on the actor's workers)"
             )
-        if facts.entry("actor.infer")["offload"] != offload:
+        if facts.entry("actor.infer")[OFFLOAD.label] != offload:
             out.unsupported(
-                f"actor.infer offload {_bool(facts.entry('actor.infer')['offload'])} while "
-                f"actor.train offload {_bool(offload)} (one set of offload flags for the actor)"
+                f"actor.infer {OFFLOAD.label} {_bool(facts.entry('actor.infer')[OFFLOAD.label])} "
+                f"while actor.train {OFFLOAD.label} {_bool(offload)} "
+                f"(one set of {OFFLOAD.label} flags for the actor)"
             )
 
 
 def _reference(facts: PlanFacts, out: Settings, megatron: bool) -> None:
     if not facts.has("reference.infer"):
         return
-    offload = bool(facts.entry("reference.infer")["offload"])
+    offload = bool(facts.entry("reference.infer")[OFFLOAD.label])
     # log_prob_micro_batch_size_per_gpu: verl/trainer/config/ref/ref.yaml
     out.set(
         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
@@ -227,7 +229,7 @@ def _reference(facts: PlanFacts, out: Settings, megatron: bool) -> None:
 def _reward(facts: PlanFacts, out: Settings, megatron: bool) -> None:
     if not facts.has("reward.infer"):
         return
-    offload = bool(facts.entry("reward.infer")["offload"])
+    offload = bool(facts.entry("reward.infer")[OFFLOAD.label])
     # reward_model.enable, micro_batch_size_per_gpu:
     # verl/trainer/config/reward_model/reward_model.yaml
     out.comment(
@@ -250,16 +252,16 @@ def _critic(facts: PlanFacts, out: Settings, megatron: bool) -> None:
     if not facts.has("critic.train"):
         return
     entry = facts.entry("critic.train")
-    offload = bool(entry["offload"])
-    if entry["sharding"] != facts.entry("actor.train")["sharding"]:
+    offload = bool(entry[OFFLOAD.label])
+    if entry[SHARDING.label] != facts.entry("actor.train")[SHARDING.label]:
         out.unsupported(
-            f"critic.train {entry['sharding']} while actor.train "
-            f"{facts.entry('actor.train')['sharding']} (one backend for actor and critic; "
+            f"critic.train {entry[SHARDING.label]} while actor.train "
+            f"{facts.entry('actor.train')[SHARDING.label]} (one backend for actor and critic; "
             f"the critic follows the actor's here)"
         )
     # critic.ppo_micro_batch_size_per_gpu: verl/trainer/config/critic/critic.yaml
     out.set("critic.ppo_micro_batch_size_per_gpu", facts.micro_batch("critic.train"))
-    full = entry["recompute"] == "full"
+    full = entry[RECOMPUTE.label] == Recompute.FULL
     if megatron:
         # critic.megatron.*: verl/trainer/config/engine/megatron.yaml
         _layout_keys(facts, out, "critic.train", "critic.megatron", True)
@@ -292,10 +294,11 @@ def _critic(facts: PlanFacts, out: Settings, megatron: bool) -> None:
             f"{facts.where('critic.infer')} in another layout than {facts.where('critic.train')} "
             "(values are computed on the critic's workers)"
         )
-    if facts.entry("critic.infer")["offload"] != offload:
+    if facts.entry("critic.infer")[OFFLOAD.label] != offload:
         out.unsupported(
-            f"critic.infer offload {_bool(facts.entry('critic.infer')['offload'])} while "
-            f"critic.train offload {_bool(offload)} (one set of offload flags for the critic)"
+            f"critic.infer {OFFLOAD.label} {_bool(facts.entry('critic.infer')[OFFLOAD.label])} "
+            f"while critic.train {OFFLOAD.label} {_bool(offload)} "
+            f"(one set of {OFFLOAD.label} flags for the critic)"
         )
 
 
@@ -326,7 +329,7 @@ def settings(facts: PlanFacts, plan_name: str) -> Settings:
         Hydra overrides and comment lines.
     """
     out = Settings("verl")
-    megatron = facts.entry("actor.train")["sharding"] == "zero1"
+    megatron = facts.entry("actor.train")[SHARDING.label] == Sharding.ZERO1
     config = "ppo_megatron_trainer" if megatron else "ppo_trainer"
     facts.header(
         out,

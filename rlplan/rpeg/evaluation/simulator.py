@@ -243,9 +243,8 @@ class Simulator:
                 first.size,
                 second.start,
                 second.size,
-                origin.tp,
-                origin.pp,
-                origin.dp if origin.sharding == "zero3" else 1,
+                # (tp, pp, ZeRO-3 shards): what the source's weights look like.
+                *origin.layout,
                 destination.tp,
                 destination.pp,
             )

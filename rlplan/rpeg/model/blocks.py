@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from rlplan.rpeg.errors import PlanError
-from rlplan.rpeg.schema.instance import Hardware, _describe
+from rlplan.rpeg.errors import PlanError, describe
+from rlplan.rpeg.schema.geometry import plan_space_blocks
+from rlplan.rpeg.schema.hardware import Hardware
 
 #: Communication levels, from fastest to slowest.
 LEVEL_ORDER = {"g": 0, "n": 1, "r": 2}
@@ -76,14 +77,6 @@ class Block:
         return f"gpus {self.start}-{self.end - 1}"
 
 
-def _powers_of_two(limit: int) -> list[int]:
-    values, value = [], 1
-    while value <= limit:
-        values.append(value)
-        value *= 2
-    return values
-
-
 class Cluster:
     """The cluster's geometry: flat indices, blocks and group levels.
 
@@ -119,29 +112,12 @@ class Cluster:
     @cached_property
     def blocks(self) -> tuple[Block, ...]:
         """Every block of the plan space, by start then decreasing size."""
-        R, N, G = self.racks, self.nodes_per_rack, self.gpus_per_node
-        found: dict[tuple[int, int], Block] = {}
-
-        def add(origin: tuple[int, int, int], extent: tuple[int, int, int]) -> None:
-            block = self.make_block(origin, extent)
-            if block.size >= self.min_block_gpus:
-                found.setdefault((block.start, block.size), block)
-
-        for r in range(R):
-            for n in range(N):
-                for size in _powers_of_two(G):
-                    for g in range(0, G - size + 1, size):
-                        add((r, n, g), (1, 1, size))
-                add((r, n, 0), (1, 1, G))
-            for count in _powers_of_two(N):
-                for n in range(0, N - count + 1, count):
-                    add((r, 0 + n, 0), (1, count, G))
-            add((r, 0, 0), (1, N, G))
-        for count in _powers_of_two(R):
-            for r in range(0, R - count + 1, count):
-                add((r, 0, 0), (count, N, G))
-        add((0, 0, 0), (R, N, G))
-        return tuple(sorted(found.values(), key=lambda b: (b.start, -b.size)))
+        return tuple(
+            self.make_block(origin, extent)
+            for origin, extent in plan_space_blocks(
+                self.racks, self.nodes_per_rack, self.gpus_per_node, self.min_block_gpus
+            )
+        )
 
     @cached_property
     def xor_symmetric(self) -> bool:
@@ -205,7 +181,7 @@ class Cluster:
                 or len(value) != 3
                 or not all(isinstance(x, int) and not isinstance(x, bool) for x in value)
             ):
-                raise PlanError(f"{path}.{key}", f"must be three integers, got {_describe(value)}")
+                raise PlanError(f"{path}.{key}", f"must be three integers, got {describe(value)}")
             triples.append(tuple(value))
         origin, extent = triples
         limits = (self.racks, self.nodes_per_rack, self.gpus_per_node)

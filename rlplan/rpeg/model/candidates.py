@@ -9,12 +9,15 @@ coefficients from this one directory.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass
 
 from rlplan.rpeg.model.blocks import Block, Cluster
 from rlplan.rpeg.model.cost import CostModel, Footprint, Strategy
-from rlplan.rpeg.schema.instance import Instance
-from rlplan.rpeg.schema.pins import Pins, block_pin_problem
+from rlplan.rpeg.model.pinning import block_pin_problem, pin_strategy_problem
+from rlplan.rpeg.schema.instance import Instance, PlacementConfig
+from rlplan.rpeg.schema.pins import Pins
+from rlplan.rpeg.strategy import DIMENSIONS, Dimension, dimensions_of, value_word
 from rlplan.rpeg.templates import FUSED, SEPARATE, Kind, Template, Vertex, build_template
 
 
@@ -59,7 +62,7 @@ def strategy_problem(
         return problem
     pin = instance.placement.pin.vertex(vertex.name)
     if pin is not None:
-        broken = pin.strategy_problem(shape, strategy, instance.workload.sequences)
+        broken = pin_strategy_problem(pin, shape, strategy, instance.workload.sequences)
         if broken is not None:
             return f"placement.pin.{vertex.name}: {broken}"
     return None
@@ -89,14 +92,19 @@ def _list_problem(
     if vertex.kind is Kind.GENERATE:
         if mb != 1:
             return "a rollout has no microbatches (its concurrency replaces them)"
-        if strategy.concurrency not in placement.concurrency:
-            allowed = ", ".join(map(str, placement.concurrency))
-            return f"concurrency {strategy.concurrency} not among placement.concurrency ({allowed})"
-        if strategy.recompute != "none" or strategy.sharding != "zero1" or strategy.offload:
-            return "recompute, sharding and offload apply to train and infer vertices only"
-        return None
-    if strategy.concurrency != 0:
-        return "concurrency applies to generate vertices only"
+    else:
+        problem = _microbatch_problem(placement, mb, replica)
+        if problem is not None:
+            return problem
+    for declared in DIMENSIONS:
+        problem = _dimension_problem(declared, vertex.kind, placement, strategy)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _microbatch_problem(placement: PlacementConfig, mb: int, replica: int) -> str | None:
+    """Why ``mb`` microbatches of ``replica`` sequences are outside the ``placement`` lists."""
     if mb > replica:
         return f"microbatches {mb} exceed the {replica} sequences per replica"
     if mb not in placement.microbatch_counts(replica):
@@ -108,15 +116,27 @@ def _list_problem(
             f"{mb} microbatches of {replica} sequences match no "
             f"placement.micro_batch_sizes ({allowed})"
         )
-    if strategy.offload not in placement.offload:
-        return f"offload {str(strategy.offload).lower()} not among placement.offload"
-    if vertex.kind is Kind.TRAIN:
-        if strategy.recompute not in placement.recompute:
-            return f"recompute {strategy.recompute!r} not among placement.recompute"
-        if strategy.sharding not in placement.sharding:
-            return f"sharding {strategy.sharding!r} not among placement.sharding"
-    elif strategy.recompute != "none" or strategy.sharding != "zero1":
-        return "recompute and sharding apply to train vertices only"
+    return None
+
+
+def _dimension_problem(
+    declared: Dimension, kind: Kind, placement: PlacementConfig, strategy: Strategy
+) -> str | None:
+    """Why ``strategy``'s value of ``declared`` is outside the plan space of a ``kind`` vertex.
+
+    A dimension that does not apply to the kind must keep its default; one
+    that does must take a value of its ``placement`` list.
+    """
+    value = getattr(strategy, declared.name)
+    if not declared.applies_to(kind):
+        if value != declared.default:
+            return f"{declared.name} applies to {declared.applies_words}"
+        return None
+    allowed = getattr(placement, declared.name)
+    if value not in allowed:
+        shown = f"'{value}'" if isinstance(value, str) else value_word(value)
+        listed = ", ".join(value_word(choice) for choice in allowed)
+        return f"{declared.name} {shown} not among {declared.placement_key} ({listed})"
     return None
 
 
@@ -126,17 +146,13 @@ def enumerate_strategies(
     """Every strategy of the plan space (pins included) for ``vertex`` on a block of ``shape``."""
     placement = instance.placement
     size = shape[0] * shape[1] * shape[2]
-    if vertex.kind is Kind.GENERATE:
-        variants = [("none", "zero1", False, c) for c in placement.concurrency]
-    elif vertex.kind is Kind.TRAIN:
-        variants = [
-            (recompute, sharding, offload, 0)
-            for recompute in placement.recompute
-            for sharding in placement.sharding
-            for offload in placement.offload
-        ]
-    else:
-        variants = [("none", "zero1", offload, 0) for offload in placement.offload]
+    applying = dimensions_of(vertex.kind)
+    variants = [
+        dict(zip((declared.name for declared in applying), values, strict=True))
+        for values in itertools.product(
+            *(getattr(placement, declared.name) for declared in applying)
+        )
+    ]
     strategies = []
     for tp in _powers_of_two_dividing(shape[2]):
         if size % tp:
@@ -149,8 +165,8 @@ def enumerate_strategies(
             replica = -(-instance.workload.sequences // dp)
             counts = (1,) if vertex.kind is Kind.GENERATE else placement.microbatch_counts(replica)
             for mb in counts:
-                for recompute, sharding, offload, concurrency in variants:
-                    strategy = Strategy(dp, pp, tp, mb, recompute, sharding, offload, concurrency)
+                for values in variants:
+                    strategy = Strategy(dp, pp, tp, mb, **values)
                     if strategy_problem(instance, vertex, shape, strategy) is None:
                         strategies.append(strategy)
     return strategies
@@ -354,10 +370,9 @@ def _candidate_order(candidate: Candidate) -> tuple:
         strategy.tp,
         strategy.pp,
         strategy.microbatches,
-        strategy.concurrency,
-        strategy.recompute,
-        strategy.sharding,
-        strategy.offload,
+        # One vertex's candidates differ only in the dimensions of its kind, so
+        # declaration order is the tie-break order.
+        *(getattr(strategy, declared.name) for declared in DIMENSIONS),
     )
 
 

@@ -1,4 +1,4 @@
-"""Cost and memory model v2 (DESIGN.md sections 6 and 10).
+"""Cost and memory model v2 (docs/cost-model.md).
 
 All quantities are SI: seconds, bytes, FLOP. Weights and activations are
 bf16 (2 bytes). Section 6 gives the reference model; section 10 replaces the
@@ -38,12 +38,17 @@ the specification leaves a choice open this module fixes it and says so:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
 
 import numpy as np
 
 from rlplan.rpeg.model.blocks import Cluster
-from rlplan.rpeg.schema.instance import Hardware, Instance, ModelSpec, Workload
+from rlplan.rpeg.schema.hardware import Hardware
+from rlplan.rpeg.schema.instance import Instance
+from rlplan.rpeg.schema.models import ModelSpec
+from rlplan.rpeg.schema.workload import Workload
+from rlplan.rpeg.strategy import DIMENSIONS, Recompute, Sharding, add_dimension_fields
 from rlplan.rpeg.templates import AC_MODEL, Kind, Vertex
 
 BF16 = 2
@@ -69,6 +74,7 @@ STATE_BYTES = 16
 
 
 @dataclass(frozen=True, slots=True)
+@add_dimension_fields(lambda declared: (declared.values.__name__, declared.default), "_hash")
 class Strategy:
     """How a vertex runs on its block.
 
@@ -78,45 +84,29 @@ class Strategy:
         Data, pipeline and tensor parallel degrees (``dp*pp*tp`` GPUs).
     microbatches
         Microbatches per replica (train and infer; 1 for generate).
-    recompute
-        ``none`` or ``full`` activation checkpointing (train).
-    sharding
-        ``zero1`` (optimizer states over dp) or ``zero3`` (everything over dp).
-    offload
-        Model states live in host memory outside the vertex's runs.
-    concurrency
-        Sequences a rollout replica keeps in flight (generate; 0 otherwise).
+    recompute, sharding, offload, concurrency
+        One field per dimension of :data:`rlplan.rpeg.strategy.DIMENSIONS`, in
+        its order, defaulting to the dimension's default: activation
+        checkpointing (:class:`~rlplan.rpeg.strategy.Recompute`, train), state
+        sharding (:class:`~rlplan.rpeg.strategy.Sharding`, train), whether
+        model states live in host memory outside the vertex's runs (train and
+        infer) and the sequences a rollout replica keeps in flight (generate;
+        0 otherwise).
     """
 
     dp: int
     pp: int
     tp: int
     microbatches: int = 1
-    recompute: str = "none"
-    sharding: str = "zero1"
-    offload: bool = False
-    concurrency: int = 0
     _hash: int = field(init=False, repr=False, compare=False, default=0)
+    _layout: tuple[int, int, int] = field(init=False, repr=False, compare=False, default=(0, 0, 0))
 
     def __post_init__(self) -> None:
-        # Strategies key the candidate cache on the simulator's hot path:
-        # hash the fields once.
-        object.__setattr__(
-            self,
-            "_hash",
-            hash(
-                (
-                    self.dp,
-                    self.pp,
-                    self.tp,
-                    self.microbatches,
-                    self.recompute,
-                    self.sharding,
-                    self.offload,
-                    self.concurrency,
-                )
-            ),
-        )
+        # Strategies key the candidate cache on the simulator's hot path: hash
+        # the fields once; pub lags compare layouts there too.
+        object.__setattr__(self, "_hash", hash(_strategy_values(self)))
+        sharded = any(getattr(self, d.name) in d.shards_over_dp for d in _LAYOUT_DIMENSIONS)
+        object.__setattr__(self, "_layout", (self.tp, self.pp, self.dp if sharded else 1))
 
     def __hash__(self) -> int:
         return self._hash
@@ -129,21 +119,29 @@ class Strategy:
     @property
     def layout(self) -> tuple[int, int, int]:
         """Weight layout (tp, pp, ZeRO-3 shards): equal layouts on one block need no reshard."""
-        return (self.tp, self.pp, self.dp if self.sharding == "zero3" else 1)
+        return self._layout
 
     def label(self) -> str:
-        """Short form, e.g. ``dp4 pp1 tp4 mb2`` or ``dp8 pp1 tp1 c256``."""
+        """Short form, e.g. ``dp4 pp1 tp4 mb2``, ``dp4 pp1 tp4 mb2 recompute zero3``
+        or ``dp8 pp1 tp1 c256``.
+
+        A rollout's (concurrency > 0) has no microbatches; every dimension not
+        at its default adds its tag, in declaration order.
+        """
         text = f"dp{self.dp} pp{self.pp} tp{self.tp}"
-        if self.concurrency:
-            return f"{text} c{self.concurrency}"
-        text += f" mb{self.microbatches}"
-        if self.recompute != "none":
-            text += " recompute"
-        if self.sharding != "zero1":
-            text += f" {self.sharding}"
-        if self.offload:
-            text += " offload"
+        if not self.concurrency:
+            text += f" mb{self.microbatches}"
+        for declared in _LABEL_DIMENSIONS:
+            value = getattr(self, declared.name)
+            if value != declared.default:
+                text += f" {declared.tag(value)}"
         return text
+
+
+#: Strategy fields that make a strategy (every field but the cached ones).
+_strategy_values = attrgetter(*(f.name for f in fields(Strategy) if f.init))
+_LAYOUT_DIMENSIONS = tuple(d for d in DIMENSIONS if d.shards_over_dp)
+_LABEL_DIMENSIONS = DIMENSIONS
 
 
 def layer_parameters(spec: ModelSpec) -> int:
@@ -174,7 +172,7 @@ def head_parameters(spec: ModelSpec, model: str) -> int:
     """Output head: ``V*d`` for the language models, ``d`` for scalar heads (critic, reward).
 
     The fused actor-critic ``ac`` has both: ``V*d + d`` (the actor's head
-    plus a scalar value head, DESIGN.md section 4).
+    plus a scalar value head, docs/templates.md).
     """
     if has_scalar_head(model):
         return spec.hidden_dim
@@ -341,7 +339,7 @@ class CostModel:
         zero1: ``2P/(tp*pp) + 2P/(tp*pp) + 12P/(tp*pp*dp)``; zero3: ``16P/(tp*pp*dp)``.
         """
         params, dp, pp, tp = self.parameters[model], strategy.dp, strategy.pp, strategy.tp
-        if strategy.sharding == "zero3":
+        if strategy.sharding == Sharding.ZERO3:
             return STATE_BYTES * params / (tp * pp * dp)
         return 2 * BF16 * params / (tp * pp) + ADAM_BYTES * params / (tp * pp * dp)
 
@@ -404,12 +402,12 @@ class CostModel:
         gemm, non_gemm, tp_comm, pp_comm = self._stage_forward(
             model, strategy, b, self.sequence_tokens, self.sequence_square, levels
         )
-        recompute = strategy.recompute == "full"
+        recompute = strategy.recompute == Recompute.FULL
         forwards = 4 if recompute else 3
         passes = 3 if recompute else 2
         stage = forwards * self.kernel_time(gemm) + passes * (non_gemm + tp_comm) + 2 * pp_comm
         shard = self.weight_shard(model, strategy)
-        if strategy.sharding == "zero3":
+        if strategy.sharding == Sharding.ZERO3:
             # Per microbatch: all-gather the stage's weights forward and again
             # backward, reduce-scatter its gradients; overlapped with compute.
             comm = 3 * self.allgather(shard, strategy.dp, levels[2])
@@ -646,13 +644,13 @@ class CostModel:
         if vertex.kind is Kind.TRAIN:
             states = self.train_states(model, strategy)
             in_flight = min(strategy.pp, strategy.microbatches)
-            if strategy.recompute == "full":
+            if strategy.recompute == Recompute.FULL:
                 kept = CHECKPOINT_BYTES * spec.hidden_dim * b * self.sequence_tokens / strategy.tp
                 activations = in_flight * stage_layers * kept + layer
             else:
                 activations = in_flight * stage_layers * layer
             working = activations + logits
-            if strategy.sharding == "zero3":
+            if strategy.sharding == Sharding.ZERO3:
                 # Two gathered layers (the one computing and the one prefetched).
                 working += 2 * BF16 * layer_parameters(spec) / strategy.tp
         else:

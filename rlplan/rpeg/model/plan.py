@@ -13,12 +13,19 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rlplan.rpeg.errors import PlanError, did_you_mean
+from rlplan.rpeg.errors import describe as _short
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.candidates import CandidateDirectory, strategy_problem
 from rlplan.rpeg.model.cost import Strategy
-from rlplan.rpeg.schema.instance import _describe as _short
-from rlplan.rpeg.schema.instance import instance_fingerprint
-from rlplan.rpeg.schema.pins import block_pin_problem
+from rlplan.rpeg.model.pinning import block_pin_problem
+from rlplan.rpeg.schema.fingerprint import instance_fingerprint
+from rlplan.rpeg.strategy import (
+    DIMENSIONS,
+    MICROBATCH_KINDS,
+    Dimension,
+    all_plan_fields,
+    dimensions_of,
+)
 from rlplan.rpeg.templates import AC_MODEL, FUSED, SEPARATE, Kind, Vertex
 
 
@@ -103,16 +110,17 @@ def vertex_to_json(
         "pp": strategy.pp,
         "tp": strategy.tp,
     }
-    if kind is Kind.GENERATE:
-        entry["concurrency"] = strategy.concurrency
-        return entry
-    entry["microbatches"] = strategy.microbatches
-    entry["micro_batch_size"] = directory.cost.microbatch_sequences(strategy)
-    if kind is Kind.TRAIN:
-        entry["recompute"] = strategy.recompute
-        entry["sharding"] = strategy.sharding
-    entry["offload"] = strategy.offload
+    if kind in MICROBATCH_KINDS:
+        entry["microbatches"] = strategy.microbatches
+        entry["micro_batch_size"] = directory.cost.microbatch_sequences(strategy)
+    for declared in dimensions_of(kind):
+        entry[declared.name] = _plain(getattr(strategy, declared.name))
     return entry
+
+
+def _plain(value: Any) -> Any:
+    """A strategy value as JSON writes it (an enum member as its string)."""
+    return str(value) if isinstance(value, str) else value
 
 
 def plan_to_json(plan: Plan, directory: CandidateDirectory) -> dict[str, Any]:
@@ -221,12 +229,12 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
             continue
         if not isinstance(entry, dict):
             raise PlanError(path, "missing placement for this vertex")
-        extra = sorted(set(entry) - set(_VERTEX_KEYS))
+        keys = _vertex_keys()
+        extra = sorted(set(entry) - set(keys))
         if extra:
             raise PlanError(
                 f"{path}.{extra[0]}",
-                f"unknown key{did_you_mean(extra[0], _VERTEX_KEYS)} "
-                f"(allowed: {', '.join(_VERTEX_KEYS)})",
+                f"unknown key{did_you_mean(extra[0], keys)} (allowed: {', '.join(keys)})",
             )
         if "block" not in entry:
             raise PlanError(f"{path}.block", "missing")
@@ -344,18 +352,9 @@ def _check_instance(recorded: Any, directory: CandidateDirectory) -> None:
         )
 
 
-_VERTEX_KEYS = (
-    "block",
-    "dp",
-    "pp",
-    "tp",
-    "microbatches",
-    "micro_batch_size",
-    "recompute",
-    "sharding",
-    "offload",
-    "concurrency",
-)
+def _vertex_keys() -> tuple[str, ...]:
+    """Keys a plan-file vertex may have: its block and every strategy field."""
+    return ("block", *all_plan_fields())
 
 
 def _strategy_from_json(
@@ -365,28 +364,20 @@ def _strategy_from_json(
     instance = directory.instance
     dp, pp, tp = (_int_field(entry, key, path) for key in ("dp", "pp", "tp"))
     replica = -(-instance.workload.sequences // dp)
-    recompute = entry.get("recompute", "none")
-    if recompute not in ("none", "full"):
-        raise PlanError(f"{path}.recompute", f"must be none or full, got {_short(recompute)}")
-    sharding = entry.get("sharding", "zero1")
-    if sharding not in ("zero1", "zero3"):
-        raise PlanError(f"{path}.sharding", f"must be zero1 or zero3, got {_short(sharding)}")
-    offload = entry.get("offload", False)
-    if not isinstance(offload, bool):
-        raise PlanError(f"{path}.offload", f"must be true or false, got {_short(offload)}")
+    values = {
+        declared.name: _dimension_from_json(entry, declared, vertex.kind, path)
+        for declared in DIMENSIONS
+        if declared.name in entry or declared.applies_to(vertex.kind)
+    }
     if vertex.kind is Kind.GENERATE:
-        if "concurrency" in entry:
-            concurrency = _int_field(entry, "concurrency", path)
-        else:
+        if "concurrency" not in entry:
             # A v1 plan: its rollout decoded ceil(replica / mb) sequences at a
             # time; the closest plan-space concurrency holds at least that many.
             waves = _int_field(entry, "microbatches", path) if "microbatches" in entry else 1
             wanted = -(-replica // waves)
             choices = instance.placement.concurrency
-            concurrency = min((c for c in choices if c >= wanted), default=max(choices))
-        return Strategy(dp, pp, tp, 1, recompute, sharding, offload, concurrency)
-    if "concurrency" in entry:
-        raise PlanError(f"{path}.concurrency", "applies to generate vertices only")
+            values["concurrency"] = min((c for c in choices if c >= wanted), default=max(choices))
+        return Strategy(dp, pp, tp, 1, **values)
     size = _int_field(entry, "micro_batch_size", path) if "micro_batch_size" in entry else None
     if "microbatches" in entry:
         count = _int_field(entry, "microbatches", path)
@@ -404,7 +395,38 @@ def _strategy_from_json(
         count = -(-replica // size)
     else:
         raise PlanError(f"{path}.microbatches", "missing (give microbatches or micro_batch_size)")
-    return Strategy(dp, pp, tp, count, recompute, sharding, offload, 0)
+    return Strategy(dp, pp, tp, count, **values)
+
+
+def _dimension_from_json(entry: dict[str, Any], declared: Dimension, kind: Kind, path: str) -> Any:
+    """The value of ``declared`` in a plan-file vertex; absent, its v1 default.
+
+    Raises
+    ------
+    PlanError
+        For a malformed value, or a count-valued dimension given on a vertex
+        it does not apply to (other values are checked against the vertex's
+        kind with the plan space).
+    """
+    if declared.name not in entry:
+        return declared.default
+    if declared.values is int:
+        if not declared.applies_to(kind):
+            raise PlanError(f"{path}.{declared.name}", f"applies to {declared.applies_words}")
+        return _int_field(entry, declared.name, path)
+    value = entry[declared.name]
+    if declared.values is bool:
+        if not isinstance(value, bool):
+            raise PlanError(
+                f"{path}.{declared.name}", f"must be true or false, got {_short(value)}"
+            )
+        return value
+    if value not in declared.choices:
+        raise PlanError(
+            f"{path}.{declared.name}",
+            f"must be {declared.choice_words(' or ')}, got {_short(value)}",
+        )
+    return declared.values(value)
 
 
 def _logprob_default(

@@ -1,1 +1,1 @@
-"""TBD"""
+"""The instance format: YAML loading, sections and their checks, presets, input limits, pins."""

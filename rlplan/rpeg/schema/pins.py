@@ -15,10 +15,11 @@ Pins are applied once, where the plan space is defined, so every backend
 inherits them:
 
 * strategy pins are a filter of :func:`rlplan.rpeg.model.candidates.strategy_problem` (so
-  of :func:`rlplan.rpeg.model.candidates.enumerate_strategies` and of plan files);
+  of :func:`rlplan.rpeg.model.candidates.enumerate_strategies` and of plan files), through
+  :func:`rlplan.rpeg.model.pinning.pin_strategy_problem`;
 * block pins are an allowed-block filter of the candidate directory
   (:meth:`rlplan.rpeg.model.candidates.CandidateDirectory.blocks`), which every consumer
-  of blocks reads;
+  of blocks reads, through :func:`rlplan.rpeg.model.pinning.block_pin_problem`;
 * staleness pins narrow ``optimizer.staleness_candidates`` when the instance
   is parsed.
 
@@ -29,50 +30,51 @@ that does not apply to the vertex's kind is a one-line
 (``placement.pin.actor.generate.tp: ...``). A pin the plan space cannot
 satisfy (no strategy, or none that fits in memory) is an infeasibility,
 diagnosed like any other (:func:`pin_words` names it).
+
+This module parses pins and checks them against the instance; applying them
+to blocks and strategies is :mod:`rlplan.rpeg.model.pinning`'s. The pinnable
+strategy fields are those of plan files (:func:`rlplan.rpeg.strategy.plan_fields`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from rlplan.rpeg.errors import InstanceError, did_you_mean
+from rlplan.rpeg.errors import InstanceError, describe, did_you_mean
+from rlplan.rpeg.schema.checks import boolean, check_keys, mapping, nonnegative_int, positive_int
+from rlplan.rpeg.schema.geometry import plan_space_blocks
+from rlplan.rpeg.strategy import (
+    DIMENSIONS,
+    STRUCTURAL_FIELDS,
+    Dimension,
+    add_dimension_fields,
+    all_plan_fields,
+    field_kinds,
+    kinds_words,
+    plan_fields,
+    value_word,
+)
 from rlplan.rpeg.templates import Kind, build_template
 
 if TYPE_CHECKING:
-    from rlplan.rpeg.model.blocks import Block
-    from rlplan.rpeg.model.cost import Strategy
-    from rlplan.rpeg.schema.instance import EngineConfig, Hardware, OptimizerConfig, PlacementConfig
+    from rlplan.rpeg.schema.engine import EngineConfig
+    from rlplan.rpeg.schema.hardware import Hardware
+    from rlplan.rpeg.schema.instance import PlacementConfig
+    from rlplan.rpeg.schema.optimizer import OptimizerConfig
 
 #: Pin fields per vertex kind, in the order plan files write them.
-STRATEGY_FIELDS: dict[Kind, tuple[str, ...]] = {
-    Kind.GENERATE: ("dp", "pp", "tp", "concurrency"),
-    Kind.INFER: ("dp", "pp", "tp", "microbatches", "micro_batch_size", "offload"),
-    Kind.TRAIN: (
-        "dp",
-        "pp",
-        "tp",
-        "microbatches",
-        "micro_batch_size",
-        "recompute",
-        "sharding",
-        "offload",
-    ),
-}
-_ALL_FIELDS = ("block", *STRATEGY_FIELDS[Kind.TRAIN], "concurrency")
-_APPLIES = {
-    "concurrency": "generate vertices only",
-    "microbatches": "train and infer vertices only",
-    "micro_batch_size": "train and infer vertices only",
-    "offload": "train and infer vertices only",
-    "recompute": "train vertices only",
-    "sharding": "train vertices only",
-}
+STRATEGY_FIELDS: dict[Kind, tuple[str, ...]] = {kind: plan_fields(kind) for kind in Kind}
+_ALL_FIELDS = ("block", *all_plan_fields())
+
+
+def _pin_annotation(declared: Dimension) -> tuple[str, None]:
+    return (f"{declared.values.__name__} | None", None)
 
 
 @dataclass(frozen=True)
+@add_dimension_fields(_pin_annotation)
 class VertexPin:
     """The pinned fields of one vertex (``None``: free).
 
@@ -80,9 +82,11 @@ class VertexPin:
     ----------
     origin, extent
         The block's origin and extent (rack, node, gpu) as in plan files.
-    dp, pp, tp, microbatches, micro_batch_size, recompute, sharding, offload, concurrency
-        Strategy fields as in plan files; ``micro_batch_size`` is sequences
-        per microbatch and replica, ``ceil(ceil(B*K/dp) / microbatches)``.
+    dp, pp, tp, microbatches, micro_batch_size
+        Structural strategy fields as in plan files; ``micro_batch_size`` is
+        sequences per microbatch and replica, ``ceil(ceil(B*K/dp) / microbatches)``.
+    recompute, sharding, offload, concurrency
+        One field per dimension of :data:`rlplan.rpeg.strategy.DIMENSIONS`.
     """
 
     origin: tuple[int, int, int] | None = None
@@ -92,56 +96,12 @@ class VertexPin:
     tp: int | None = None
     microbatches: int | None = None
     micro_batch_size: int | None = None
-    recompute: str | None = None
-    sharding: str | None = None
-    offload: bool | None = None
-    concurrency: int | None = None
 
     def pinned(self) -> dict[str, Any]:
         """The pinned fields by name (``origin``/``extent`` for the block), in field order."""
         return {
             f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None
         }
-
-    def allows_block(self, block: Block) -> bool:
-        """Whether ``block`` matches the pinned origin and extent."""
-        return (self.origin is None or block.origin == self.origin) and (
-            self.extent is None or block.extent == self.extent
-        )
-
-    def strategy_problem(
-        self, shape: tuple[int, int, int], strategy: Strategy, sequences: int
-    ) -> str | None:
-        """Which pinned field ``strategy`` on a block of ``shape`` breaks (None: none).
-
-        Parameters
-        ----------
-        shape
-            The block's extent.
-        strategy
-            The strategy.
-        sequences
-            Sequences of one step, ``B*K`` (for ``micro_batch_size``).
-
-        Returns
-        -------
-        str or None
-            ``"extent [1, 1, 2] pinned, got [1, 1, 1]"`` style text naming the
-            first field that differs.
-        """
-        if self.extent is not None and tuple(shape) != self.extent:
-            return f"extent {list(self.extent)} pinned, got {list(shape)}"
-        for name in ("dp", "pp", "tp", "microbatches", "recompute", "sharding", "offload"):
-            wanted = getattr(self, name)
-            if wanted is not None and getattr(strategy, name) != wanted:
-                return f"{name} {_word(wanted)} pinned, got {_word(getattr(strategy, name))}"
-        if self.concurrency is not None and strategy.concurrency != self.concurrency:
-            return f"concurrency {self.concurrency} pinned, got {strategy.concurrency}"
-        if self.micro_batch_size is not None:
-            held = math.ceil(math.ceil(sequences / strategy.dp) / strategy.microbatches)
-            if held != self.micro_batch_size:
-                return f"micro_batch_size {self.micro_batch_size} pinned, got {held}"
-        return None
 
 
 @dataclass(frozen=True)
@@ -185,30 +145,13 @@ class Pins:
         return dict(self.staleness).get(model)
 
 
-def _word(value: Any) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
-
-
 def pin_words(pin: VertexPin) -> str:
     """A pin as it is written in the instance, e.g. ``{tp: 1, dp: 16}``."""
     parts = []
     for name, value in pin.pinned().items():
-        shown = list(value) if isinstance(value, tuple) else _word(value)
+        shown = list(value) if isinstance(value, tuple) else value_word(value)
         parts.append(f"{name}: {shown}")
     return "{" + ", ".join(parts) + "}"
-
-
-def block_pin_problem(pins: Pins, name: str, block: Block) -> str | None:
-    """Why ``block`` breaks the block pin of vertex ``name`` (None if it does not)."""
-    pin = pins.vertex(name)
-    if pin is None or pin.allows_block(block):
-        return None
-    return (
-        f"block origin {list(block.origin)} extent {list(block.extent)} is outside "
-        f"placement.pin.{name} {pin_words(pin)}"
-    )
 
 
 def _triple(raw: Any, path: str, minimum: int) -> tuple[int, int, int]:
@@ -217,10 +160,8 @@ def _triple(raw: Any, path: str, minimum: int) -> tuple[int, int, int]:
         or len(raw) != 3
         or not all(isinstance(x, int) and not isinstance(x, bool) and x >= minimum for x in raw)
     ):
-        from rlplan.rpeg.schema.instance import _describe
-
         kind = "positive integers" if minimum > 0 else "integers >= 0"
-        raise InstanceError(path, f"must be three {kind} [rack, node, gpu], got {_describe(raw)}")
+        raise InstanceError(path, f"must be three {kind} [rack, node, gpu], got {describe(raw)}")
     return (raw[0], raw[1], raw[2])
 
 
@@ -228,8 +169,6 @@ def _parse_block(
     raw: Any, path: str, hardware: Hardware, placement: PlacementConfig
 ) -> tuple[tuple[int, int, int] | None, tuple[int, int, int] | None]:
     """Origin and extent of a block pin; each must match some block of the plan space."""
-    from rlplan.rpeg.model.blocks import Cluster
-    from rlplan.rpeg.schema.instance import check_keys, mapping
 
     section = mapping(raw, path)
     check_keys(section, ("origin", "extent"), path)
@@ -241,11 +180,13 @@ def _parse_block(
     extent = (
         None if section.get("extent") is None else _triple(section["extent"], f"{path}.extent", 1)
     )
-    cluster = Cluster(hardware, placement.min_block_gpus)
+    blocks = plan_space_blocks(
+        hardware.racks, hardware.nodes_per_rack, hardware.gpus_per_node, placement.min_block_gpus
+    )
     matching = [
-        block
-        for block in cluster.blocks
-        if (origin is None or block.origin == origin) and (extent is None or block.extent == extent)
+        (block_origin, block_extent)
+        for block_origin, block_extent in blocks
+        if (origin is None or block_origin == origin) and (extent is None or block_extent == extent)
     ]
     if not matching:
         where = f"{path}.extent" if origin is None else f"{path}.origin" if extent is None else path
@@ -271,8 +212,62 @@ def _parse_block(
 
 def _in_list(value: Any, allowed: tuple[Any, ...] | None, path: str, listed: str) -> None:
     if allowed is not None and value not in allowed:
-        shown = ", ".join(_word(a) for a in allowed)
-        raise InstanceError(path, f"{_word(value)} is not among {listed} ({shown})")
+        shown = ", ".join(value_word(a) for a in allowed)
+        raise InstanceError(path, f"{value_word(value)} is not among {listed} ({shown})")
+
+
+def _check_fields(section: Mapping[str, Any], path: str, kind: Kind) -> None:
+    """Refuse unknown fields and fields of other vertex kinds; require at least one."""
+    allowed = ("block", *plan_fields(kind))
+    for key in section:
+        if key in allowed:
+            continue
+        if key in _ALL_FIELDS:
+            raise InstanceError(f"{path}.{key}", f"applies to {kinds_words(field_kinds(key))}")
+        raise InstanceError(
+            f"{path}.{key}",
+            f"unknown field{did_you_mean(key, _ALL_FIELDS)} (allowed: {', '.join(allowed)})",
+        )
+    if not section:
+        raise InstanceError(path, f"pin at least one field ({', '.join(allowed)})")
+
+
+def _parse_micro_batching(
+    section: Mapping[str, Any], path: str, placement: PlacementConfig
+) -> dict[str, int]:
+    """The pinned ``microbatches`` or ``micro_batch_size`` (not both), from the plan space."""
+    values = {
+        name: positive_int(section[name], f"{path}.{name}")
+        for name in ("microbatches", "micro_batch_size")
+        if section.get(name) is not None
+    }
+    if len(values) == 2:
+        raise InstanceError(
+            f"{path}.micro_batch_size", "pin microbatches or micro_batch_size, not both"
+        )
+    forms = (("microbatches", "microbatches"), ("micro_batch_size", "micro_batch_sizes"))
+    for name, listed in forms:
+        if name in values:
+            _in_list(
+                values[name], getattr(placement, listed), f"{path}.{name}", f"placement.{listed}"
+            )
+    return values
+
+
+def _parse_dimension(raw: Any, path: str, declared: Dimension, placement: PlacementConfig) -> Any:
+    """A pinned value of ``declared``: well-formed and among its ``placement`` candidates."""
+    if declared.values is int:
+        value = positive_int(raw, path)
+    elif declared.values is bool:
+        value = boolean(raw, path)
+    else:
+        if raw not in declared.choices:
+            raise InstanceError(
+                path, f"must be one of {declared.choice_words()}, got {describe(raw)}"
+            )
+        value = declared.values(raw)
+    _in_list(value, getattr(placement, declared.name), path, declared.placement_key)
+    return value
 
 
 def _parse_vertex(
@@ -282,74 +277,23 @@ def _parse_vertex(
     hardware: Hardware,
     placement: PlacementConfig,
 ) -> VertexPin:
-    from rlplan.rpeg.schema.instance import (
-        RECOMPUTE_CHOICES,
-        SHARDING_CHOICES,
-        _describe,
-        boolean,
-        mapping,
-        positive_int,
-    )
 
     section = mapping(raw, path)
-    allowed = ("block", *STRATEGY_FIELDS[kind])
-    for key in section:
-        if key in allowed:
-            continue
-        if key in _APPLIES:
-            raise InstanceError(f"{path}.{key}", f"applies to {_APPLIES[key]}")
-        raise InstanceError(
-            f"{path}.{key}",
-            f"unknown field{did_you_mean(key, _ALL_FIELDS)} (allowed: {', '.join(allowed)})",
-        )
-    if not section:
-        raise InstanceError(path, f"pin at least one field ({', '.join(allowed)})")
+    _check_fields(section, path, kind)
     values: dict[str, Any] = {}
     if section.get("block") is not None:
         values["origin"], values["extent"] = _parse_block(
             section["block"], f"{path}.block", hardware, placement
         )
-    for name in ("dp", "pp", "tp", "microbatches", "micro_batch_size", "concurrency"):
+    for name in STRUCTURAL_FIELDS:
         if section.get(name) is not None:
             values[name] = positive_int(section[name], f"{path}.{name}")
-    if "microbatches" in values and "micro_batch_size" in values:
-        raise InstanceError(
-            f"{path}.micro_batch_size", "pin microbatches or micro_batch_size, not both"
-        )
-    if "microbatches" in values:
-        _in_list(
-            values["microbatches"],
-            placement.microbatches,
-            f"{path}.microbatches",
-            "placement.microbatches",
-        )
-    if "micro_batch_size" in values:
-        _in_list(
-            values["micro_batch_size"],
-            placement.micro_batch_sizes,
-            f"{path}.micro_batch_size",
-            "placement.micro_batch_sizes",
-        )
-    if "concurrency" in values:
-        _in_list(
-            values["concurrency"],
-            placement.concurrency,
-            f"{path}.concurrency",
-            "placement.concurrency",
-        )
-    for name, choices in (("recompute", RECOMPUTE_CHOICES), ("sharding", SHARDING_CHOICES)):
-        if section.get(name) is None:
-            continue
-        value = section[name]
-        if value not in choices:
-            raise InstanceError(
-                f"{path}.{name}", f"must be one of {', '.join(choices)}, got {_describe(value)}"
+    values.update(_parse_micro_batching(section, path, placement))
+    for declared in DIMENSIONS:
+        if section.get(declared.name) is not None:
+            values[declared.name] = _parse_dimension(
+                section[declared.name], f"{path}.{declared.name}", declared, placement
             )
-        _in_list(value, getattr(placement, name), f"{path}.{name}", f"placement.{name}")
-        values[name] = value
-    if section.get("offload") is not None:
-        values["offload"] = boolean(section["offload"], f"{path}.offload")
-        _in_list(values["offload"], placement.offload, f"{path}.offload", "placement.offload")
     return VertexPin(**values)
 
 
@@ -383,8 +327,6 @@ def parse_pins(
         Naming the path of an unknown vertex, model or field, a malformed
         value, or a value outside the plan-space lists.
     """
-    from rlplan.rpeg.schema.instance import mapping, nonnegative_int
-
     if raw is None:
         return Pins()
     section = mapping(raw, "placement.pin")

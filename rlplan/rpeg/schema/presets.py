@@ -1,7 +1,7 @@
 """Named GPUs and models for instance files, and Hugging Face ``config.json`` reading.
 
 Three shortcuts fill instance fields so a user need not copy numbers by hand
-(DESIGN.md section 3):
+(docs/instance.md):
 
 * ``hardware: {preset: h100-sxm-80g, racks: 1, nodes_per_rack: 2,
   gpus_per_node: 8}`` fills ``flops_per_gpu``, ``memory_per_gpu``,

@@ -19,11 +19,10 @@ a likely percentage typed as a fraction (``5`` for 5%).
 from __future__ import annotations
 
 import math
-import reprlib
 from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
-from rlplan.rpeg.errors import InputError, InstanceError
+from rlplan.rpeg.errors import InputError, InstanceError, describe
 from rlplan.rpeg.schema.limits import MAX_SEED, MAX_THREADS, MAX_TIME_LIMIT
 
 #: Where an option value came from.
@@ -31,10 +30,6 @@ Source = Literal["instance", "api", "cli"]
 INSTANCE: Source = "instance"
 API: Source = "api"
 COMMAND_LINE: Source = "cli"
-
-_SHORT = reprlib.Repr()
-_SHORT.maxlevel, _SHORT.maxdict, _SHORT.maxlist, _SHORT.maxtuple = 2, 4, 4, 4
-_SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 40, 40, 40
 
 
 @dataclass(frozen=True)
@@ -144,19 +139,6 @@ def _shown(value: float) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value) if abs(value) < 10**12 else f"{float(value):.3g}"
     return f"{value:.4g}"
-
-
-def describe(value: Any) -> str:
-    """A short description of a value for error lines (never the whole of a huge one)."""
-    if value is None:
-        return "nothing"
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
-        return (
-            f"an integer of {len(str(abs(value)))} digits"
-            if value.bit_length() < 10000
-            else ("a huge integer")
-        )
-    return _SHORT.repr(value)
 
 
 #: The rule of every solve option, by name.

@@ -25,7 +25,7 @@ from typing import Protocol
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.candidates import Candidate, CandidateDirectory
 from rlplan.rpeg.model.plan import Placement, Plan
-from rlplan.rpeg.schema.instance import OptimizerConfig
+from rlplan.rpeg.schema.optimizer import OptimizerConfig
 from rlplan.rpeg.search.state import SearchState
 from rlplan.rpeg.templates import unroll
 

@@ -6,6 +6,7 @@ import random
 
 from rlplan.rpeg.model.candidates import CandidateDirectory
 from rlplan.rpeg.model.plan import Placement, Plan, make_staleness
+from rlplan.rpeg.templates import unroll
 
 
 def random_plan(
@@ -39,7 +40,6 @@ def random_topological_order(
     directory: CandidateDirectory, plan: Plan, rng: random.Random
 ) -> tuple[tuple[int, int], ...]:
     """A random topological order of the plan's runs (Kahn's algorithm, random picks)."""
-    from rlplan.rpeg.templates import unroll
 
     count = len(directory.template.vertices)
     runs = count * directory.instance.k_eval

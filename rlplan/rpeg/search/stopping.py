@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from rlplan.rpeg import interrupts as stop
+from rlplan.rpeg import interrupts
 
 
 @dataclass
@@ -43,7 +43,7 @@ class StoppingCriterion:
 
     def __call__(self, evaluations: int) -> bool:
         """Whether to stop after ``evaluations`` evaluations."""
-        if self.interrupted or stop.requested():
+        if self.interrupted or interrupts.requested():
             self.interrupted = True
             self.reason = "interrupted"
             return True
@@ -61,7 +61,7 @@ class StoppingCriterion:
 
     def out_of_time(self) -> bool:
         """Whether the wall-clock limit has passed (ignores the evaluation budget)."""
-        if stop.requested():
+        if interrupts.requested():
             self.interrupted = True
         return self.interrupted or time.perf_counter() - self.started >= self.time_limit
 

@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import random
 
+from rlplan.rpeg.evaluation.simulator import Simulator
 from rlplan.rpeg.model.candidates import CandidateDirectory
 from rlplan.rpeg.model.plan import Placement, Plan, make_staleness
+from rlplan.rpeg.search.baselines import repair_memory
 
 #: Where each vertex of the target template takes its block from, by target template.
 _SOURCES: dict[bool, dict[str, tuple[str, ...]]] = {
@@ -143,8 +145,6 @@ def switch_template(plan: Plan, context, rng: random.Random, simulator=None) -> 
     simulator of the instance) checks memory for the repair; without it one
     is built.
     """
-    from rlplan.rpeg.evaluation.simulator import Simulator
-    from rlplan.rpeg.search.baselines import repair_memory
 
     source = context.directory
     if not source.instance.ac_share:

@@ -1,0 +1,60 @@
+"""Fingerprint of an instance: a stable hash of what a plan depends on.
+
+Plan files record it (docs/plan-space.md) so that a plan is never applied
+to an instance it was not made for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
+from rlplan.rpeg.schema.instance import Instance
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` as JSON-ready data with integral floats as ints (``8e10`` == ``80000000000``)."""
+    if isinstance(value, dict):
+        return {str(key): _canonical(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(item) for item in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def instance_fingerprint(instance: Instance) -> str:
+    """A stable hash of what a plan depends on; plan files record it (docs/plan-space.md).
+
+    Covers the parsed hardware, models, workload, algorithm, ``k_eval``,
+    staleness candidates, engine and placement sections: what the simulator
+    evaluates a plan with and the plan space it was chosen from. Leaves out
+    the name, the solver section, the local-search knobs and the reference
+    run, and, being computed from the parsed instance, comments, layout,
+    key order and how a number is spelt.
+
+    Parameters
+    ----------
+    instance
+        A parsed instance.
+
+    Returns
+    -------
+    str
+        ``"sha256:"`` and the first 16 hex digits of the SHA-256 of the
+        canonical JSON of that content.
+    """
+    content = {
+        "hardware": dataclasses.asdict(instance.hardware),
+        "models": {role: dataclasses.asdict(spec) for role, spec in instance.models.items()},
+        "workload": dataclasses.asdict(instance.workload),
+        "algorithm": instance.algorithm,
+        "k_eval": instance.k_eval,
+        "staleness_candidates": instance.optimizer.staleness_candidates,
+        "engine": dataclasses.asdict(instance.engine),
+        "placement": dataclasses.asdict(instance.placement),
+    }
+    text = json.dumps(_canonical(content), sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

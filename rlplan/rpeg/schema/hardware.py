@@ -1,0 +1,257 @@
+"""The ``hardware`` section: the cluster, its GPUs, links and cost-model knobs.
+
+Fields are declared in :data:`HARDWARE_FIELDS` (:mod:`rlplan.rpeg.schema.fields`);
+a ``preset`` key names a GPU of :data:`rlplan.rpeg.schema.presets.GPU_PRESETS`
+whose figures fill the fields the section does not give.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rlplan.rpeg.schema.checks import check_keys, mapping, positive_float
+from rlplan.rpeg.schema.fields import (
+    BANDWIDTH,
+    FRACTION_OPEN_HIGH,
+    FRACTION_OPEN_LOW,
+    NONNEGATIVE_FLOAT,
+    NUMBER,
+    POSITIVE_FLOAT,
+    POSITIVE_INT,
+    Field,
+    check_fields,
+    keys,
+    read_fields,
+)
+from rlplan.rpeg.schema.limits import check_cluster_size, check_range
+from rlplan.rpeg.schema.presets import expand_hardware
+
+#: Communication levels: inside a node (g), across nodes of a rack (n), across racks (r).
+LEVELS = ("g", "n", "r")
+
+# ----------------------------------------------------------------------------
+# v2 defaults (docs/cost-model.md); each names its public source.
+# ----------------------------------------------------------------------------
+
+#: Ceiling of GEMM efficiency: the largest fraction of the datasheet's dense
+#: BF16 peak a large GEMM reaches. Source: S. Bekman, *Machine Learning
+#: Engineering*, "Maximum Achievable Matmul FLOPS" table
+#: (github.com/stas00/ml-engineering, compute/accelerator/README.md): H100 SXM
+#: 794.5 of 989 TFLOP/s (80.3 %), A100 SXM 271.2 of 312 (86.9 %); 0.8 is the
+#: H100 figure rounded.
+DEFAULT_GEMM_EFFICIENCY = 0.8
+#: Host-to-GPU bandwidth per GPU for offloaded states: PCIe 4.0 x16, 32 GB/s
+#: raw per direction, about 25 GB/s achieved (PCI-SIG PCIe 4.0 specification;
+#: the figure the DeepSpeed ZeRO-Offload paper, Ren et al. 2021, uses).
+DEFAULT_HOST_BANDWIDTH = 25e9
+#: Fixed cost of one rollout-engine decode step (scheduling, sampling,
+#: detokenisation) and the fraction of HBM bandwidth a decode step reaches.
+#: Source: vLLM 0.6.0, Llama-3.1-8B-Instruct on 1 x A100-80G, ShareGPT at 4
+#: requests/s: median TPOT 14.14 ms (sgl-project/sglang
+#: benchmark/benchmark_vllm_060/README.md). About 7 sequences are in flight,
+#: so a step reads 16.1 GB of weights + about 0.3 GB of KV cache; at an
+#: achievable 80 % of the 2.039 TB/s HBM (a typical fraction for streaming
+#: kernels) that takes 10.0 ms, leaving 4.1 ms of fixed cost per step.
+DEFAULT_DECODE_STEP_OVERHEAD = 4e-3
+DEFAULT_DECODE_BW_EFF = 0.8
+#: Time of non-GEMM kernels (attention, norms, activations, rotary, casts,
+#: cross-entropy) per second of GEMM time in train and infer passes and
+#: prefill. Source: Megatron-LM (NVIDIA/Megatron-LM README) reaches up to
+#: 47 % MFU end to end on H100, while its GEMMs run at the 80 % of
+#: ``DEFAULT_GEMM_EFFICIENCY``: 0.80 / 0.47 - 1 = 0.70.
+DEFAULT_NON_GEMM_RATIO = 0.7
+#: Extra seconds per decode step and model layer when the rollout engine runs
+#: without CUDA graphs (``engine.cuda_graphs: false``, vLLM ``enforce_eager``):
+#: kernel launches from Python. Source: Qwen2.5-Omni-7B thinker (a 28-layer
+#: Qwen2.5-7B) on A800, TPOT about 22.5 ms eager against 13 ms with CUDA graphs
+#: (vllm-project/vllm-omni issue 7960, 2026-09-22): 9.5 ms / 28 layers.
+DEFAULT_EAGER_LAYER_OVERHEAD = 3.4e-4
+
+# ----------------------------------------------------------------------------
+# Declarations
+# ----------------------------------------------------------------------------
+
+#: The cluster's shape and per-GPU figures (all required unless a preset fills them).
+HARDWARE_REQUIRED = (
+    Field("racks", POSITIVE_INT, description="Racks in the cluster"),
+    Field("nodes_per_rack", POSITIVE_INT, description="Nodes in each rack"),
+    Field("gpus_per_node", POSITIVE_INT, description="GPUs in each node"),
+    Field("flops_per_gpu", POSITIVE_FLOAT, description="Dense BF16 peak of one GPU"),
+    Field("memory_per_gpu", POSITIVE_FLOAT, description="Device memory of one GPU"),
+    Field("memory_bandwidth", POSITIVE_FLOAT, description="Device memory bandwidth of one GPU"),
+)
+
+_MODES = {"coll": "collective", "p2p": "point-to-point"}
+_LEVEL_WORDS = {"g": "inside a node", "n": "across nodes of a rack", "r": "across racks"}
+
+#: Latency (``alpha_*``) and bandwidth (``beta_*``) per communication mode and level.
+HARDWARE_COMM = tuple(
+    Field(
+        f"{kind}_{mode}_{level}",
+        NONNEGATIVE_FLOAT if kind == "alpha" else BANDWIDTH,
+        description=(
+            f"{'Latency' if kind == 'alpha' else 'Bandwidth per GPU'} of a {_MODES[mode]} "
+            f"transfer {_LEVEL_WORDS[level]}"
+            + ("" if kind == "alpha" else "; a value below 1 is read as s/byte")
+        ),
+    )
+    for mode in _MODES
+    for kind in ("alpha", "beta")
+    for level in LEVELS
+)
+
+
+def _knob(key: str, value: Any, default: float, description: str) -> Field:
+    """An optional cost-model knob: read as a number, its domain checked by :class:`Hardware`."""
+    return Field(key, value, default, description, read_as=NUMBER)
+
+
+#: Cost-model knobs with their defaults.
+HARDWARE_OPTIONAL = (
+    _knob("gemm_m_half", NONNEGATIVE_FLOAT, 5.0, "GEMM rows at which efficiency is half"),
+    _knob("gemm_k_half", NONNEGATIVE_FLOAT, 0.0, "GEMM depth at which efficiency is half"),
+    _knob(
+        "decode_bw_eff",
+        FRACTION_OPEN_LOW,
+        DEFAULT_DECODE_BW_EFF,
+        "Fraction of memory bandwidth a decode step reaches",
+    ),
+    _knob("non_gemm_constant", NONNEGATIVE_FLOAT, 0.0, "Fixed non-GEMM time per pass"),
+    _knob("non_gemm_scaling", NONNEGATIVE_FLOAT, 0.0, "Non-GEMM time per calibration batch"),
+    _knob("non_gemm_batch_cal", POSITIVE_FLOAT, 64.0, "Calibration batch of non_gemm_scaling"),
+    _knob(
+        "memory_reserve",
+        FRACTION_OPEN_HIGH,
+        0.0,
+        "Fraction of device memory no plan may use",
+    ),
+    _knob(
+        "gemm_efficiency",
+        FRACTION_OPEN_LOW,
+        DEFAULT_GEMM_EFFICIENCY,
+        "Largest fraction of the peak a large GEMM reaches",
+    ),
+    _knob(
+        "host_bandwidth",
+        POSITIVE_FLOAT,
+        DEFAULT_HOST_BANDWIDTH,
+        "Host-to-GPU bandwidth per GPU for offloaded states",
+    ),
+    _knob(
+        "decode_step_overhead",
+        NONNEGATIVE_FLOAT,
+        DEFAULT_DECODE_STEP_OVERHEAD,
+        "Fixed cost of one decode step",
+    ),
+    _knob(
+        "non_gemm_ratio",
+        NONNEGATIVE_FLOAT,
+        DEFAULT_NON_GEMM_RATIO,
+        "Non-GEMM kernel time per second of GEMM time",
+    ),
+    _knob(
+        "eager_layer_overhead",
+        NONNEGATIVE_FLOAT,
+        DEFAULT_EAGER_LAYER_OVERHEAD,
+        "Extra decode-step time per layer without CUDA graphs",
+    ),
+)
+#: Every declared ``hardware`` field, in the order the allowed keys are listed.
+HARDWARE_FIELDS = (*HARDWARE_REQUIRED, *HARDWARE_COMM, *HARDWARE_OPTIONAL)
+#: Every key of the section: ``preset`` and the declared fields.
+HARDWARE_KEYS = ("preset", *keys(HARDWARE_FIELDS))
+#: The order fields are read in: the shape and GPU figures, each level's
+#: latency then bandwidth, the knobs.
+_COMM_BY_KEY = {field.key: field for field in HARDWARE_COMM}
+_READ_ORDER = (
+    *HARDWARE_REQUIRED,
+    *(
+        _COMM_BY_KEY[f"{kind}_{mode}_{level}"]
+        for mode in _MODES
+        for level in LEVELS
+        for kind in ("alpha", "beta")
+    ),
+    *HARDWARE_OPTIONAL,
+)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """A cluster of ``racks x nodes_per_rack x gpus_per_node`` identical GPUs.
+
+    Communication parameters are stored per level ``g`` (inside a node),
+    ``n`` (across nodes of a rack) and ``r`` (across racks); every ``beta`` is
+    an inverse bandwidth in s/byte.
+    """
+
+    racks: int
+    nodes_per_rack: int
+    gpus_per_node: int
+    flops_per_gpu: float
+    memory_per_gpu: float
+    memory_bandwidth: float
+    alpha_coll: dict[str, float]
+    beta_coll: dict[str, float]
+    alpha_p2p: dict[str, float]
+    beta_p2p: dict[str, float]
+    gemm_m_half: float = 5.0
+    gemm_k_half: float = 0.0
+    decode_bw_eff: float = DEFAULT_DECODE_BW_EFF
+    non_gemm_constant: float = 0.0
+    non_gemm_scaling: float = 0.0
+    non_gemm_batch_cal: float = 64.0
+    memory_reserve: float = 0.0
+    gemm_efficiency: float = DEFAULT_GEMM_EFFICIENCY
+    host_bandwidth: float = DEFAULT_HOST_BANDWIDTH
+    decode_step_overhead: float = DEFAULT_DECODE_STEP_OVERHEAD
+    non_gemm_ratio: float = DEFAULT_NON_GEMM_RATIO
+    eager_layer_overhead: float = DEFAULT_EAGER_LAYER_OVERHEAD
+
+    def __post_init__(self) -> None:
+        check_fields(self, HARDWARE_REQUIRED[:3], "hardware")
+        check_cluster_size(self.racks, self.nodes_per_rack, self.gpus_per_node)
+        check_fields(self, HARDWARE_REQUIRED[3:], "hardware")
+        for name in ("alpha_coll", "alpha_p2p"):
+            for level in LEVELS:
+                NONNEGATIVE_FLOAT.check(getattr(self, name)[level], f"hardware.{name}_{level}")
+        for name in ("beta_coll", "beta_p2p"):
+            for level in LEVELS:
+                # Stored as s/byte: the range applies to its inverse.
+                inverse = positive_float(
+                    getattr(self, name)[level], f"hardware.{name}_{level}", limits=False
+                )
+                check_range(1.0 / inverse, f"hardware.{name}_{level}")
+        check_fields(self, HARDWARE_OPTIONAL, "hardware")
+
+    @property
+    def num_gpus(self) -> int:
+        """Total number of GPUs ``R*N*G``."""
+        return self.racks * self.nodes_per_rack * self.gpus_per_node
+
+    @property
+    def gpus_per_rack(self) -> int:
+        """GPUs in one rack ``N*G``."""
+        return self.nodes_per_rack * self.gpus_per_node
+
+    @property
+    def usable_memory(self) -> float:
+        """Bytes per GPU a plan may use: ``memory_per_gpu * (1 - memory_reserve)``."""
+        return self.memory_per_gpu * (1.0 - self.memory_reserve)
+
+
+def parse_hardware(data: Any) -> Hardware:
+    """Build :class:`Hardware` from the ``hardware`` section.
+
+    A ``preset`` key names a GPU of :data:`rlplan.rpeg.schema.presets.GPU_PRESETS` whose
+    figures fill the fields the section does not give.
+    """
+    section = mapping(data, "hardware")
+    check_keys(section, HARDWARE_KEYS, "hardware")
+    values = read_fields(expand_hardware(section), _READ_ORDER, "hardware")
+    comm = {
+        f"{kind}_{mode}": {level: values.pop(f"{kind}_{mode}_{level}") for level in LEVELS}
+        for mode in _MODES
+        for kind in ("alpha", "beta")
+    }
+    return Hardware(**values, **comm)

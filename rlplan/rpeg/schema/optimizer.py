@@ -1,0 +1,192 @@
+"""The ``optimizer`` section: evaluation horizon, staleness candidates and search knobs.
+
+Fields are declared in :data:`OPTIMIZER_FIELDS` (:mod:`rlplan.rpeg.schema.fields`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlplan.rpeg.errors import InstanceError, describe
+from rlplan.rpeg.schema.checks import check_keys, mapping, nonnegative_int
+from rlplan.rpeg.schema.fields import (
+    BOOLEAN,
+    FRACTION,
+    NONNEGATIVE_FLOAT,
+    NONNEGATIVE_INT,
+    POSITIVE_INT,
+    Field,
+    check_fields,
+    field_range,
+    keys,
+    read_fields,
+    structured,
+)
+from rlplan.rpeg.schema.limits import MAX_LIST_ITEMS, check_list_size
+from rlplan.rpeg.schema.policy import KNOWN_ROLES, TRAINED_MODELS
+from rlplan.rpeg.templates import AC_MODEL
+
+#: ``optimizer.staleness_candidates`` key that enables the AC-share template.
+AC_SHARE_KEY = "ac_share"
+#: Staleness candidates of a trained model the section does not list.
+DEFAULT_STALENESS = (0, 1)
+
+
+def staleness_list_schema() -> dict[str, Any]:
+    """JSON Schema of one model's staleness candidates (duplicates are merged)."""
+    entry = NONNEGATIVE_INT.schema(field_range("optimizer.staleness_candidates.actor[0]"))
+    return {"type": "array", "minItems": 1, "maxItems": MAX_LIST_ITEMS, "items": entry}
+
+
+def _staleness_schema() -> dict[str, Any]:
+    """JSON Schema of ``staleness_candidates`` (the models it may name depend on the algorithm)."""
+    return {
+        "type": "object",
+        "properties": {
+            name: staleness_list_schema() for name in (*TRAINED_MODELS["ppo"], AC_SHARE_KEY)
+        },
+        "additionalProperties": False,
+    }
+
+
+OPTIMIZER_FIELDS = (
+    Field("k_eval", POSITIVE_INT, description="Steps unrolled when a plan is evaluated"),
+    Field(
+        "staleness_candidates",
+        structured("mapping of trained model to staleness lists", _staleness_schema),
+        None,
+        "Staleness choices per trained model (default [0, 1] each); ac_share (PPO only) "
+        "adds the fused actor-critic template",
+    ),
+    Field("e_max", POSITIVE_INT, 5000, "Evaluation budget of the local search"),
+    Field("e_struct", POSITIVE_INT, 400, "Evaluations between structural moves"),
+    Field("k_x", POSITIVE_INT, 6, "Candidates sampled when a move picks a strategy"),
+    Field(
+        "stag_window",
+        POSITIVE_INT,
+        20,
+        "Steps without a new best before a restart from the best plan",
+    ),
+    Field("t_max", POSITIVE_INT, 50, "Accepted for compatibility; no effect"),
+    Field("t_init", NONNEGATIVE_FLOAT, 0.30, "Start temperature, a fraction of the current score"),
+    Field("t_warm", NONNEGATIVE_FLOAT, 0.10, "Temperature after a restart"),
+    Field("t_min", NONNEGATIVE_FLOAT, 0.03, "End temperature, a fraction of the current score"),
+    Field(
+        "alpha_pair",
+        FRACTION,
+        0.28,
+        "Probability that a structural move involves two vertices",
+        read_as=NONNEGATIVE_FLOAT,
+    ),
+    Field(
+        "score_eps", NONNEGATIVE_FLOAT, 1e-4, "Relative improvement needed to count as a new best"
+    ),
+    Field("lambda_ac", NONNEGATIVE_FLOAT, 0.15, "Relative penalty of the fused template"),
+    Field("max_throughput_loss", NONNEGATIVE_FLOAT, 0.0, "Accepted for compatibility; no effect"),
+    Field(
+        "hard_oom",
+        BOOLEAN,
+        False,
+        "Reject memory-overflowing neighbours instead of penalising them",
+    ),
+    Field("fixed_mb", BOOLEAN, False, "Ablation: keep micro-batching fixed in moves"),
+    Field("uniform_vertex", BOOLEAN, False, "Ablation: pick the vertex to move uniformly"),
+    Field("no_polish", BOOLEAN, False, "Ablation: skip the final polishing pass"),
+    Field("geometric_cooling", BOOLEAN, False, "Cool geometrically instead of linearly"),
+)
+OPTIMIZER_KEYS = keys(OPTIMIZER_FIELDS)
+#: Fields :class:`OptimizerConfig` checks when built (booleans are checked when read).
+_CHECKED_WHEN_BUILT = tuple(field for field in OPTIMIZER_FIELDS if field.value is not BOOLEAN)
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """The ``optimizer`` section: evaluation horizon and local-search knobs.
+
+    Knob meanings follow the specification (section 8); ``t_max`` and
+    ``max_throughput_loss`` are accepted for compatibility with the reference
+    optimizer's files and have no effect here.
+
+    ``staleness_candidates`` maps each trained model to its staleness
+    choices; the file's ``ac_share`` entry (PPO only) is stored under the
+    fused model's name ``ac`` and enables the AC-share template (a fused
+    actor-critic, :mod:`rlplan.rpeg.templates`). ``lambda_ac`` (default 0.15, as in
+    the reference optimizer) is that template's relative penalty: every
+    solver minimises step time x (1 + lambda_ac) for a fused plan and the
+    plain step time otherwise, since a shared backbone couples the policy
+    and value losses and is usually avoided for learning quality. Without
+    an ``ac_share`` entry ``lambda_ac`` has no effect.
+    """
+
+    k_eval: int
+    staleness_candidates: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    e_max: int = 5000
+    t_init: float = 0.30
+    t_warm: float = 0.10
+    t_min: float = 0.03
+    e_struct: int = 400
+    k_x: int = 6
+    alpha_pair: float = 0.28
+    stag_window: int = 20
+    score_eps: float = 1e-4
+    hard_oom: bool = False
+    fixed_mb: bool = False
+    uniform_vertex: bool = False
+    no_polish: bool = False
+    geometric_cooling: bool = False
+    t_max: int = 50
+    lambda_ac: float = 0.15
+    max_throughput_loss: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_fields(self, _CHECKED_WHEN_BUILT, "optimizer")
+        for model, values in self.staleness_candidates.items():
+            if not values:
+                raise InstanceError(f"optimizer.staleness_candidates.{model}", "must not be empty")
+            check_list_size(values, f"optimizer.staleness_candidates.{model}")
+            for index, value in enumerate(values):
+                nonnegative_int(value, f"optimizer.staleness_candidates.{model}[{index}]")
+
+
+def parse_optimizer(data: Any, algorithm: str) -> OptimizerConfig:
+    """Build :class:`OptimizerConfig` from the ``optimizer`` section."""
+    section = mapping(data, "optimizer")
+    check_keys(section, OPTIMIZER_KEYS, "optimizer")
+    values = read_fields(section, OPTIMIZER_FIELDS, "optimizer")
+    values["staleness_candidates"] = _read_staleness(section.get("staleness_candidates"), algorithm)
+    return OptimizerConfig(**values)
+
+
+def _read_staleness(raw: Any, algorithm: str) -> dict[str, tuple[int, ...]]:
+    """Staleness candidates per trained model (``ac_share`` stored under ``ac``)."""
+    trained = TRAINED_MODELS[algorithm]
+    candidates: dict[str, tuple[int, ...]] = {model: DEFAULT_STALENESS for model in trained}
+    if raw is None:
+        return candidates
+    path = "optimizer.staleness_candidates"
+    for model, values_raw in mapping(raw, path).items():
+        where = f"{path}.{model}"
+        if model == AC_SHARE_KEY:
+            if algorithm != "ppo":
+                raise InstanceError(
+                    where,
+                    f"AC-share (a fused actor-critic) is PPO only; {algorithm} has no "
+                    "critic to fuse: remove this entry",
+                )
+        elif model not in KNOWN_ROLES:
+            raise InstanceError(where, "unknown model (allowed: actor, critic, ac_share)")
+        elif model not in trained:
+            raise InstanceError(
+                where, f"{algorithm} does not train the {model}; it has no staleness"
+            )
+        if not isinstance(values_raw, list | tuple) or not values_raw:
+            raise InstanceError(
+                where, f"must be a non-empty list of integers >= 0, got {describe(values_raw)}"
+            )
+        check_list_size(values_raw, where)
+        staleness = sorted(
+            {nonnegative_int(value, f"{where}[{index}]") for index, value in enumerate(values_raw)}
+        )
+        candidates[AC_MODEL if model == AC_SHARE_KEY else model] = tuple(staleness)
+    return candidates

@@ -1,0 +1,275 @@
+"""Strategy dimensions: how a vertex may run on its block, each declared once.
+
+A vertex's strategy is its structural parallelism (``dp``, ``pp``, ``tp``,
+``microbatches``) and one value per :class:`Dimension` of
+:data:`DIMENSIONS` (docs/plan-space.md). A dimension's declaration says
+everything the rest of the code needs to know about it:
+
+* its name: the :class:`~rlplan.rpeg.model.cost.Strategy` field, the
+  plan-file key, the pin key (``placement.pin.<vertex>.<name>``) and the
+  candidate list ``placement.<name>`` of the instance;
+* the vertex kinds it applies to; elsewhere a strategy holds its
+  :attr:`Dimension.default`, which is also what a plan file omitting it means;
+* its values: a ``str`` enum (plan files and YAML keep the enum's strings), a
+  flag or a positive count, and the default candidate list;
+* how reports and exporters name it (:attr:`Dimension.label`, and
+  :attr:`Dimension.words` per value), and its tag in
+  :meth:`~rlplan.rpeg.model.cost.Strategy.label`.
+
+Classes whose fields follow the dimensions (the strategy, a vertex's pin, the
+``placement`` section) take them from :func:`add_dimension_fields` when they
+are defined.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from rlplan.rpeg.templates import Kind
+
+
+class Recompute(StrEnum):
+    """Activation checkpointing of a train vertex."""
+
+    NONE = "none"
+    FULL = "full"
+
+
+class Sharding(StrEnum):
+    """How a train vertex shards its states over data-parallel ranks."""
+
+    #: Optimizer states over dp (the distributed optimizer).
+    ZERO1 = "zero1"
+    #: Weights, gradients and optimizer states over dp (FSDP full shard).
+    ZERO3 = "zero3"
+
+
+#: Structural strategy fields (every vertex has them), in plan-file order.
+STRUCTURAL_FIELDS = ("dp", "pp", "tp")
+#: The two plan-file forms of micro-batching (train and infer vertices).
+MICROBATCH_FIELDS = ("microbatches", "micro_batch_size")
+#: Vertex kinds with microbatches.
+MICROBATCH_KINDS = frozenset({Kind.TRAIN, Kind.INFER})
+#: Sequences per micro-batch and replica when an instance gives neither
+#: ``placement.microbatches`` nor ``placement.micro_batch_sizes``.
+DEFAULT_MICRO_BATCH_SIZES = (1, 2, 4, 8)
+
+#: Kinds in the order sentences name them ("train and infer vertices").
+_KIND_WORDS_ORDER = (Kind.TRAIN, Kind.INFER, Kind.GENERATE)
+
+
+def value_word(value: Any) -> str:
+    """A strategy value as instances and plan files spell it (``true``, ``full``, ``64``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One strategy dimension.
+
+    Attributes
+    ----------
+    name
+        Strategy field, plan-file key, pin key and ``placement.<name>`` list.
+    kinds
+        Vertex kinds it applies to.
+    values
+        What a value is: a ``str`` enum class (its members), ``bool`` (a flag)
+        or ``int`` (a positive count).
+    default
+        The value of vertices it does not apply to, and of plan files that omit it.
+    candidates
+        The default ``placement.<name>`` list.
+    label
+        How framework-vocabulary reports name it (a column of ``report.md``).
+    tag
+        Its part of :meth:`Strategy.label <rlplan.rpeg.model.cost.Strategy.label>`
+        when the value is not the default.
+    words
+        Framework words per value (None: the value itself).
+    shards_over_dp
+        Values that shard the weights over the data-parallel ranks (they
+        enter the weight layout).
+    """
+
+    name: str
+    kinds: frozenset[Kind]
+    values: type
+    default: Any
+    candidates: tuple[Any, ...]
+    label: str
+    tag: Callable[[Any], str]
+    words: Mapping[Any, str] | None = None
+    shards_over_dp: frozenset[Any] = field(default_factory=frozenset)
+
+    @property
+    def placement_key(self) -> str:
+        """The instance's candidate list, ``placement.<name>``."""
+        return f"placement.{self.name}"
+
+    @property
+    def choices(self) -> tuple[Any, ...] | None:
+        """Every value it may take, in declaration order (None: any positive integer)."""
+        if self.values is bool:
+            return (False, True)
+        if self.values is int:
+            return None
+        return tuple(self.values)
+
+    def applies_to(self, kind: Kind) -> bool:
+        """Whether vertices of ``kind`` have this dimension."""
+        return kind in self.kinds
+
+    @property
+    def applies_words(self) -> str:
+        """Where it applies, e.g. ``train and infer vertices only``."""
+        return kinds_words(self.kinds)
+
+    def choice_words(self, joiner: str = ", ") -> str:
+        """Its choices as written in instances and plan files, e.g. ``none, full``."""
+        choices = self.choices
+        assert choices is not None, f"{self.name} takes any positive integer"
+        return joiner.join(value_word(choice) for choice in choices)
+
+    def value_words(self, value: Any) -> str:
+        """A value in framework words (the value itself without :attr:`words`)."""
+        if self.words is None:
+            return value_word(value)
+        return self.words[value]
+
+
+def kinds_words(kinds: frozenset[Kind]) -> str:
+    """Vertex kinds in words, e.g. ``train and infer vertices only``."""
+    names = [kind.value for kind in _KIND_WORDS_ORDER if kind in kinds]
+    return f"{' and '.join(names)} vertices only"
+
+
+#: Every strategy dimension beside the structural fields, in plan-file order
+#: (concurrency comes last in strategies and pins; plan files only write it
+#: on generate vertices, which have no other).
+DIMENSIONS: tuple[Dimension, ...] = (
+    Dimension(
+        name="recompute",
+        kinds=frozenset({Kind.TRAIN}),
+        values=Recompute,
+        default=Recompute.NONE,
+        candidates=(Recompute.NONE, Recompute.FULL),
+        label="recompute",
+        tag=lambda value: "recompute",
+        words={Recompute.NONE: "off", Recompute.FULL: "full activation checkpointing"},
+    ),
+    Dimension(
+        name="sharding",
+        kinds=frozenset({Kind.TRAIN}),
+        values=Sharding,
+        default=Sharding.ZERO1,
+        candidates=(Sharding.ZERO1, Sharding.ZERO3),
+        label="sharding",
+        tag=str,
+        words={
+            Sharding.ZERO1: "ZeRO-1 / distributed optimizer",
+            Sharding.ZERO3: "ZeRO-3 / FSDP full shard",
+        },
+        shards_over_dp=frozenset({Sharding.ZERO3}),
+    ),
+    Dimension(
+        name="offload",
+        kinds=frozenset({Kind.TRAIN, Kind.INFER}),
+        values=bool,
+        default=False,
+        candidates=(False, True),
+        label="offload",
+        tag=lambda value: "offload",
+    ),
+    Dimension(
+        name="concurrency",
+        kinds=frozenset({Kind.GENERATE}),
+        values=int,
+        default=0,
+        # Rollout concurrency (max_num_seqs) candidates: vLLM's V1 default is
+        # 1024 on large GPUs and 256 elsewhere, verl's 256
+        # (../shared/published-runs.md).
+        candidates=(32, 64, 128, 256, 512, 1024),
+        label="max_num_seqs",
+        tag=lambda value: f"c{value}",
+    ),
+)
+
+
+def dimension(name: str) -> Dimension:
+    """The declared dimension called ``name`` (``KeyError`` when there is none)."""
+    for declared in DIMENSIONS:
+        if declared.name == name:
+            return declared
+    raise KeyError(name)
+
+
+def dimensions_of(kind: Kind) -> tuple[Dimension, ...]:
+    """The dimensions vertices of ``kind`` have, in declaration order."""
+    return tuple(declared for declared in DIMENSIONS if kind in declared.kinds)
+
+
+def plan_fields(kind: Kind) -> tuple[str, ...]:
+    """Strategy fields of a vertex of ``kind`` in the order plan files write them.
+
+    The structural fields, micro-batching (train and infer), then the
+    dimensions that apply to ``kind``. Pins take the same fields.
+    """
+    micro = MICROBATCH_FIELDS if kind in MICROBATCH_KINDS else ()
+    return (*STRUCTURAL_FIELDS, *micro, *(d.name for d in dimensions_of(kind)))
+
+
+def all_plan_fields() -> tuple[str, ...]:
+    """Every strategy field of any kind, structural first, then the dimensions."""
+    return (*STRUCTURAL_FIELDS, *MICROBATCH_FIELDS, *(d.name for d in DIMENSIONS))
+
+
+def field_kinds(name: str) -> frozenset[Kind]:
+    """The kinds that have strategy field ``name`` (structural fields: every kind)."""
+    if name in STRUCTURAL_FIELDS:
+        return frozenset(Kind)
+    if name in MICROBATCH_FIELDS:
+        return MICROBATCH_KINDS
+    return dimension(name).kinds
+
+
+def add_dimension_fields(
+    make: Callable[[Dimension], tuple[str, Any]], before: str | None = None
+) -> Callable[[type], type]:
+    """A class decorator adding one annotated attribute per dimension (before ``@dataclass``).
+
+    Parameters
+    ----------
+    make
+        A dimension -> (annotation, default value) of its attribute.
+    before
+        The existing attribute the new ones go before (None: after all).
+
+    Returns
+    -------
+    callable
+        The decorator; it reads :data:`DIMENSIONS` when the class is defined.
+    """
+
+    def decorate(cls: type) -> type:
+        existing = dict(inspect.get_annotations(cls))
+        added = {}
+        for declared in DIMENSIONS:
+            annotation, default = make(declared)
+            added[declared.name] = annotation
+            setattr(cls, declared.name, default)
+        ordered: dict[str, Any] = {}
+        for name, annotation in existing.items():
+            if name == before:
+                ordered.update(added)
+            ordered[name] = annotation
+        if before is None or before not in existing:
+            ordered.update(added)
+        cls.__annotations__ = ordered
+        return cls
+
+    return decorate

@@ -1,0 +1,365 @@
+"""The formulation's rows as MILP rows: columns, constraint families, warm-start values.
+
+Each constraint family of :class:`MilpModel` writes the backend-neutral rows
+of :mod:`rlplan.formulation.rows` (and the formulation's load and area
+inequalities) as sparse rows of a :class:`rlplan.solvers.milp.sparse.LinearModel`:
+a condition becomes a 0/1 expression that switches its row off by a big-M or
+by scaling the lag. Times are in seconds (integer units times the unit).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlplan.formulation import Formulation, build_formulation, rows
+from rlplan.rpeg.evaluation.problem import Problem
+from rlplan.rpeg.model.plan import Plan
+from rlplan.solvers.common import Deadline
+from rlplan.solvers.milp.pyomo_export import write_model
+from rlplan.solvers.milp.sparse import Expr, LinearModel
+
+GB = 1e9
+
+
+class MilpVariables:
+    """The decision variables of the MILP; warm starts go through :meth:`warm_start`."""
+
+    def __init__(self, model: LinearModel, formulation: Formulation) -> None:
+        f = formulation
+        self.model, self.formulation = model, f
+        self.unit = f.unit
+        self.horizon = f.horizon * f.unit
+        self.choose = model.variables(
+            "choose",
+            [(v, a) for v in range(f.num_vertices) for a in range(len(f.assignments[v]))],
+            0,
+            1,
+            binary=True,
+        )
+        # Block indicators: on_block[v, b] = Σ choose[v, a] over assignments on b
+        # (set by ``_select_one_candidate``); they keep every block-level sum short.
+        self.on_block = model.variables(
+            "on_block", [(v, b) for v in range(f.num_vertices) for b in f.blocks_of(v)], 0, 1
+        )
+        self.staleness = model.variables(
+            "staleness_is",
+            [(m, s) for m, choices in f.staleness_choices.items() for s in choices],
+            0,
+            1,
+            binary=True,
+        )
+        self.run_start = model.variables("run_start", range(f.num_runs), 0, self.horizon)
+        # Chosen duration per vertex (= Σ duration·x, set by ``_select_one_candidate``),
+        # so every precedence and ordering row holds one term instead of the whole sum.
+        self.duration = model.variables("duration", range(f.num_vertices), 0, self.horizon)
+        self.makespan = model.variables("makespan", [None], 0, self.horizon)
+        self.pairs = f.conflict_pairs()
+        # before[i] = 1 when the first run of ordering pair i goes first.
+        self.before = model.variables("before", range(len(self.pairs)), 0, 1, binary=True)
+        template = f.problem.directory.template
+        self.models = sorted({vertex.model for vertex in template.vertices})
+        self.units = f.maximal_units()
+        capacity = f.memory_capacity / GB
+        self.resident = model.variables(
+            "resident",
+            [(name, u) for name in self.models for u in range(len(self.units))],
+            0,
+            capacity,
+        )
+        self.transient = model.variables("transient", range(len(self.units)), 0, capacity)
+
+    # -- expressions -------------------------------------------------------------------
+
+    def duration_of_choice(self, vertex: int) -> Expr:
+        """Σ duration·x of ``vertex`` (s): what ``duration[vertex]`` equals."""
+        f = self.formulation
+        return Expr.total(
+            (self.choose.col((vertex, i)), a.duration * f.unit)
+            for i, a in enumerate(f.assignments[vertex])
+        )
+
+    def end(self, run: int) -> Expr:
+        """End of ``run`` (s)."""
+        return self.run_start[run] + self.duration[run % self.formulation.num_vertices]
+
+    def chosen_sum(self, vertex: int, indices: Iterable[int]) -> Expr:
+        """Sum of the assignment binaries ``indices`` of ``vertex`` (0/1: one is chosen)."""
+        return Expr.total((self.choose.col((vertex, i)), 1.0) for i in indices)
+
+    def on_blocks(self, vertex: int, blocks: Iterable[int]) -> Expr:
+        """1 when ``vertex`` is on one of ``blocks``."""
+        return Expr.total((self.on_block.col((vertex, b)), 1.0) for b in blocks)
+
+    def covers(self, vertex: int, unit: tuple[int, int]) -> Expr:
+        """1 when ``vertex``'s block covers the GPU unit ``unit``.
+
+        Equal to the sum of the assignment binaries covering ``unit`` (each
+        block indicator is the sum of its assignments), in far fewer terms.
+        """
+        return self.on_blocks(vertex, self.formulation.covering_blocks(vertex, unit))
+
+    # -- warm start ----------------------------------------------------------------------
+
+    def warm_start(
+        self, chosen: list[int], staleness: dict[str, int], starts: list[int]
+    ) -> np.ndarray:
+        """Every column's value in the heuristic plan (as converted by the formulation)."""
+        f = self.formulation
+        values = np.zeros(self.model.num_columns)
+        for vertex, items in enumerate(f.assignments):
+            values[self.choose.col((vertex, chosen[vertex]))] = 1.0
+            values[self.on_block.col((vertex, f.block_index[items[chosen[vertex]].block]))] = 1.0
+            values[self.duration.col(vertex)] = items[chosen[vertex]].duration * f.unit
+        for m, value in staleness.items():
+            if (m, value) in self.staleness.index:
+                values[self.staleness.col((m, value))] = 1.0
+        for run, start in enumerate(starts):
+            values[self.run_start.col(run)] = start * f.unit
+        values[self.makespan.col()] = max(f.run_ends(chosen, starts)) * f.unit
+        for index, (r1, r2, _) in enumerate(self.pairs):
+            values[self.before.col(index)] = float(starts[r1] <= starts[r2])
+        template = f.problem.directory.template
+        for u, unit in enumerate(self.units):
+            for vertex in range(f.num_vertices):
+                if chosen[vertex] not in f.covering(vertex, unit):
+                    continue
+                item = f.assignments[vertex][chosen[vertex]]
+                column = self.resident.col((template.vertices[vertex].model, u))
+                values[column] = max(values[column], item.resident / GB)
+                column = self.transient.col(u)
+                values[column] = max(values[column], item.transient / GB)
+        return values
+
+    def chosen(self, values: np.ndarray) -> tuple[list[int], dict[str, int], list[float]]:
+        """Assignment indices, staleness and run starts (units) of a solution vector."""
+        f = self.formulation
+        chosen = [
+            max(range(len(items)), key=lambda i, v=vertex: values[self.choose.col((v, i))])
+            for vertex, items in enumerate(f.assignments)
+        ]
+        staleness = {
+            m: max(choices, key=lambda s, m=m: values[self.staleness.col((m, s))])
+            for m, choices in f.staleness_choices.items()
+        }
+        starts = [values[self.run_start.col(r)] / f.unit for r in range(f.num_runs)]
+        return chosen, staleness, starts
+
+
+class MilpModel:
+    """Builds the MILP from a formulation, one method per constraint family.
+
+    Parameters
+    ----------
+    formulation
+        The backend-neutral formulation.
+    deadline
+        When given, building stops with :class:`rlplan.solvers.common.BuildTimeout`
+        once it passes.
+    """
+
+    #: The constraint families, in build order (the ``ConstraintList`` names on export).
+    FAMILIES = (
+        "select_one_candidate",
+        "gpu_exclusivity",
+        "precedence",
+        "staleness",
+        "memory_capacity",
+        "objective_makespan",
+        "gpu_load",
+        "gpu_area",
+    )
+
+    def __init__(self, formulation: Formulation, deadline: Deadline | None = None) -> None:
+        self.formulation = formulation
+        self.model = LinearModel("rl_step_plan", deadline)
+        if deadline is not None:
+            deadline.check("variables")
+        self.vars = MilpVariables(self.model, formulation)
+        self._select_one_candidate()
+        self._gpu_exclusivity()
+        self._precedence()
+        self._staleness()
+        self._memory_capacity()
+        self._objective()
+        self._gpu_load()
+        self._gpu_area()
+
+    def _select_one_candidate(self) -> None:
+        """Exactly one assignment per vertex and one staleness per trained model."""
+        f, v, model = self.formulation, self.vars, self.model
+        model.start_family("select_one_candidate")
+        for vertex, items in enumerate(f.assignments):
+            model.add(v.chosen_sum(vertex, range(len(items))) == 1)
+            for block in f.blocks_of(vertex):
+                on_block = v.chosen_sum(vertex, f.assignments_on(vertex, block))
+                model.add(v.on_block[vertex, block] == on_block)
+            model.add(v.duration[vertex] == v.duration_of_choice(vertex))
+        for m, choices in f.staleness_choices.items():
+            model.add(Expr.total((v.staleness.col((m, s)), 1.0) for s in choices) == 1)
+
+    def _gpu_exclusivity(self) -> None:
+        """Two runs sharing a GPU unit go one after the other (big-M = horizon)."""
+        f, v, model = self.formulation, self.vars, self.model
+        model.start_family("gpu_exclusivity")
+        big_m = v.horizon
+        for index, (r1, r2, units) in enumerate(v.pairs):
+            v1, v2 = r1 % f.num_vertices, r2 % f.num_vertices
+            order = v.before[index]
+            for unit in units:
+                both = v.covers(v1, unit) + v.covers(v2, unit)
+                model.add(v.run_start[r2] >= v.end(r1) - big_m * (1 - order) - big_m * (2 - both))
+                model.add(v.run_start[r1] >= v.end(r2) - big_m * order - big_m * (2 - both))
+
+    def _condition(self, condition: rows.Condition) -> Expr:
+        """The 0/1 expression of a row condition."""
+        v = self.vars
+        if isinstance(condition, rows.StalenessIs):
+            return v.staleness[condition.model, condition.value]
+        if isinstance(condition, rows.OnBlocks):
+            return v.on_blocks(condition.vertex, condition.blocks)
+        return v.chosen_sum(condition.vertex, condition.indices)
+
+    def _precedence(self) -> None:
+        """Chain edges, and data edges with their exact pairwise lags.
+
+        The plain precedence of a data edge always holds, so a lag row needs
+        no big-M: ``run_start >= run_end + lag * (Σ conditions - (k - 1))``.
+        """
+        f, v, model = self.formulation, self.vars, self.model
+        model.start_family("precedence")
+        for row in itertools.chain(rows.chain_rows(f), rows.data_rows(f)):
+            switched = Expr()
+            for condition in row.conditions:
+                switched = switched + self._condition(condition)
+            on = switched - (len(row.conditions) - 1) if row.conditions else 1.0
+            model.add(v.run_start[row.after] >= v.end(row.before) + row.lag * f.unit * on)
+
+    def _staleness(self) -> None:
+        """Pub edges: a user at step t waits for the train run at t-1-σ, with the pub lag.
+
+        A synchronous edge (old log-probs) has σ = 0 whatever is chosen. A row
+        with k conditions is switched off by ``(big-M + lag) * (k - Σ conditions)``.
+        """
+        f, v, model = self.formulation, self.vars, self.model
+        model.start_family("staleness")
+        big_m = v.horizon
+        for row in rows.pub_rows(f):
+            lag = row.lag * f.unit
+            if not row.conditions:
+                model.add(v.run_start[row.after] >= v.end(row.before) + lag)
+                continue
+            switched = Expr()
+            for condition in row.conditions:
+                switched = switched + self._condition(condition)
+            model.add(
+                v.run_start[row.after]
+                >= v.end(row.before) + lag - (big_m + lag) * (len(row.conditions) - switched)
+            )
+
+    def _memory_capacity(self) -> None:
+        """Per GPU unit: Σ over models of the largest resident + largest transient ≤ capacity."""
+        f, v, model = self.formulation, self.vars, self.model
+        model.start_family("memory_capacity")
+        capacity = f.memory_capacity / GB
+        unit_index = {unit: u for u, unit in enumerate(v.units)}
+        for row in rows.memory_rows(f):
+            u = unit_index[row.unit]
+            for terms in row.vertices:
+                model.add(
+                    v.resident[terms.model, u]
+                    >= Expr.total(
+                        (v.choose.col((terms.vertex, i)), size / GB) for i, size in terms.resident
+                    )
+                )
+                model.add(
+                    v.transient[u]
+                    >= Expr.total(
+                        (v.choose.col((terms.vertex, i)), size / GB) for i, size in terms.transient
+                    )
+                )
+            total = Expr.total((v.resident.col((name, u)), 1.0) for name in sorted(row.models))
+            model.add(total + v.transient[u] <= capacity)
+
+    def _objective(self) -> None:
+        """Minimise the makespan of the k_eval steps."""
+        f, v, model = self.formulation, self.vars, self.model
+        model.start_family("objective_makespan")
+        for vertex in range(f.num_vertices):
+            model.add(v.makespan[None] >= v.end(f.run(vertex, f.k_eval - 1)))
+        model.minimise(v.makespan.col())
+
+    def _gpu_load(self) -> None:
+        """Valid inequality: the makespan covers each GPU unit's total run time, plus
+        the first generation when it runs elsewhere (``Formulation.load_rows``).
+
+        Implied by ``_gpu_exclusivity`` and ``_precedence`` for integer
+        solutions; it tightens the LP relaxation, which the big-M ordering
+        alone leaves weak.
+        """
+        f, v, model = self.formulation, self.vars, self.model
+        model.start_family("gpu_load")
+        for _, terms in f.load_rows():
+            model.add(
+                v.makespan[None]
+                >= Expr.total(
+                    (v.choose.col((vertex, i)), coefficient * f.unit)
+                    for vertex, i, coefficient in terms
+                )
+            )
+
+    def _gpu_area(self) -> None:
+        """Valid inequality: the GPU-seconds of all runs fit in ``num_gpus x makespan``."""
+        f, v, model = self.formulation, self.vars, self.model
+        model.start_family("gpu_area")
+        gpus = f.problem.directory.cluster.num_gpus
+        area = Expr.total(
+            (v.choose.col((vertex, i)), coefficient * f.unit)
+            for vertex, i, coefficient in rows.area_terms(f)
+        )
+        model.add(gpus * v.makespan[None] >= area)
+
+    def sizes(self) -> dict[str, int]:
+        """Model size: binaries, continuous variables, constraints, nonzeros."""
+        binaries = sum(self.model.col_binary)
+        return {
+            "binaries": binaries,
+            "continuous": self.model.num_columns - binaries,
+            "constraints": self.model.num_rows,
+            "nonzeros": self.model.nonzeros,
+            "ordering_pairs": len(self.vars.pairs),
+        }
+
+    def write(self, path: str, file_format: str, values: np.ndarray | None = None) -> None:
+        """Write the model as an MPS or LP file (atomically), through Pyomo's writers."""
+        write_model(self.model, path, file_format, values)
+
+
+@dataclass
+class BuiltMilp:
+    """A formulation, its MILP and the warm-start column values."""
+
+    formulation: Formulation
+    milp: MilpModel
+    start_values: np.ndarray | None
+
+
+def build_model(problem: Problem, start: Plan, deadline: Deadline | None = None) -> BuiltMilp:
+    """The formulation and MILP built from a heuristic start plan, with its warm start.
+
+    Raises
+    ------
+    solvers.common.BuildTimeout
+        When ``deadline`` passes while building.
+    """
+    formulation = build_formulation(problem, problem.simulator.evaluate(start).makespan)
+    if deadline is not None:
+        deadline.check("formulation")
+    built = MilpModel(formulation, deadline)
+    if deadline is not None:
+        deadline.check("warm start")
+    values = built.vars.warm_start(*formulation.warm_start(start))
+    return BuiltMilp(formulation, built, values)
