@@ -27,9 +27,6 @@ from typing import Any
 
 from rlplan.rpeg.schema.engine import ENGINE_FIELDS
 from rlplan.rpeg.schema.fields import (
-    NONNEGATIVE_FLOAT,
-    NONNEGATIVE_INT,
-    POSITIVE_FLOAT,
     POSITIVE_INT,
     Field,
     ValueType,
@@ -61,6 +58,7 @@ from rlplan.rpeg.schema.policy import (
 )
 from rlplan.rpeg.schema.presets import GPU_ALIASES, GPU_PRESETS, MODEL_PRESETS
 from rlplan.rpeg.schema.reference import REFERENCE_FIELDS
+from rlplan.rpeg.schema.solver_options import INSTANCE, OPTION_RULES, OptionRule
 from rlplan.rpeg.schema.workload import WORKLOAD_FIELDS
 from rlplan.rpeg.strategy import DIMENSIONS
 
@@ -226,16 +224,24 @@ _PLACEMENT_VALUES: dict[str, tuple[ValueType, str]] = {
     ),
 }
 
-#: The type of each field of the ``solver`` parser.
+
+def _solver_value(rule: OptionRule) -> tuple[ValueType, str]:
+    """A solve option's type and range from its rule (the one the API and the flags apply)."""
+    if rule.kind is str:
+        return _listed({"type": "string", "minLength": 1}, "solver name"), rule.description
+    kind = "integer" if rule.kind is int else "number"
+    schema = {"type": kind, "minimum": rule.low, "maximum": rule.high}
+    value = ValueType(
+        f"{kind} from {rule.low:g} to {rule.high:g}",
+        lambda given, path: rule.check(given, INSTANCE),
+        lambda limit: schema,
+    )
+    return value, f"{rule.description} ({rule.unit})"
+
+
+#: The type of each field of the ``solver`` parser: the solve options' rules.
 _SOLVER_VALUES: dict[str, tuple[ValueType, str]] = {
-    "backend": (
-        _listed({"type": "string", "minLength": 1}, "solver name"),
-        "Solver backend",
-    ),
-    "time_limit": (POSITIVE_FLOAT, "Time limit"),
-    "threads": (POSITIVE_INT, "Worker threads"),
-    "seed": (NONNEGATIVE_INT, "Random seed"),
-    "gap": (NONNEGATIVE_FLOAT, "Relative optimality gap at which to stop"),
+    name: _solver_value(rule) for name, rule in OPTION_RULES.items()
 }
 
 

@@ -55,6 +55,8 @@ class OptionRule:
         command line.
     unit
         What the number counts (shown when a value is out of range).
+    description
+        What the option is, in a few words (the instance's JSON Schema).
     """
 
     name: str
@@ -67,6 +69,7 @@ class OptionRule:
     api_name: str = ""
     flag: str = ""
     unit: str = ""
+    description: str = ""
 
     def named(self, source: Source) -> str:
         """The option's name in ``source``: ``solver.gap``, ``gap`` or ``--gap``."""
@@ -152,6 +155,7 @@ OPTION_RULES: dict[str, OptionRule] = {
             instance_key="solver.backend",
             api_name="solver",
             flag="--solver",
+            description="Solver backend",
         ),
         OptionRule(
             "time_limit",
@@ -164,6 +168,7 @@ OPTION_RULES: dict[str, OptionRule] = {
             api_name="time_limit",
             flag="--time-limit",
             unit="seconds, at most a week",
+            description="Time limit",
         ),
         OptionRule(
             "threads",
@@ -176,6 +181,7 @@ OPTION_RULES: dict[str, OptionRule] = {
             api_name="threads",
             flag="--threads",
             unit="threads",
+            description="Worker threads",
         ),
         OptionRule(
             "seed",
@@ -187,6 +193,7 @@ OPTION_RULES: dict[str, OptionRule] = {
             api_name="seed",
             flag="--seed",
             unit="seed, a signed 32-bit integer",
+            description="Random seed",
         ),
         OptionRule(
             "gap",
@@ -198,6 +205,7 @@ OPTION_RULES: dict[str, OptionRule] = {
             api_name="gap",
             flag="--gap",
             unit="relative gap; 1 accepts any feasible plan",
+            description="Relative optimality gap at which to stop",
         ),
     )
 }
