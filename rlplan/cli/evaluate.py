@@ -4,7 +4,9 @@ by the simulator without a solver."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
 import time
 from collections.abc import Callable
 
@@ -16,12 +18,19 @@ from rlplan.cli.common import (
     load_problem,
     report_unplaceable,
 )
-from rlplan.outputs.files import OutputBundle, check_output_file, check_output_folder, write_json
+from rlplan.outputs.files import (
+    OutputBundle,
+    check_output_file,
+    check_output_folder,
+    write_json,
+    write_text,
+)
 from rlplan.outputs.gantt import write_gantt
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.model.cost import parameter_count
 from rlplan.rpeg.model.plan import plan_to_json, read_plan
+from rlplan.rpeg.schema.json_schema import instance_json_schema
 from rlplan.rpeg.search.baselines import concurrent_plan, greedy_plan
 from rlplan.solvers.common import best_over_templates
 
@@ -222,3 +231,15 @@ def command_simulate(args: argparse.Namespace) -> int:
         os.replace(temporary, args.gantt)
         print(f"wrote {args.gantt}")
     return EXIT_OK if trace.feasible else EXIT_INFEASIBLE
+
+
+def command_schema(args: argparse.Namespace) -> int:
+    """Print (or write to ``--out``) the instance format's JSON Schema; exit code 0."""
+    text = json.dumps(instance_json_schema(), indent=2) + "\n"
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    check_output_file(args.out, "--out")
+    write_text(args.out, text)
+    print(f"wrote {args.out}")
+    return 0

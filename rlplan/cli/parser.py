@@ -46,6 +46,7 @@ def build_parser(prog: str = "python main.py") -> argparse.ArgumentParser:
         add_compare,
         add_pareto,
         add_sweep,
+        add_schema,
     ):
         add(commands)
     return parser
@@ -214,3 +215,12 @@ def add_sweep(commands: argparse._SubParsersAction) -> None:
         help="with --tornado: only these hardware fields (default: every numeric one)",
     )
     _handled_by(sweep, "explore", "command_sweep")
+
+
+def add_schema(commands: argparse._SubParsersAction) -> None:
+    """``schema``: the instance format as a JSON Schema, for editors' completion and checks."""
+    schema = commands.add_parser(
+        "schema", help="print the JSON Schema of the instance format (draft 2020-12)"
+    )
+    schema.add_argument("--out", help="write the schema to this file instead of printing it")
+    _handled_by(schema, "evaluate", "command_schema")

@@ -23,7 +23,7 @@ from rlplan.outputs.perfetto import perfetto_trace
 from rlplan.outputs.report_html import render_html_report
 from rlplan.outputs.report_md import render_report
 from rlplan.outputs.vocabulary import framework_view
-from rlplan.rpeg import interrupts as stop
+from rlplan.rpeg import interrupts
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.model.plan import plan_to_json
@@ -64,20 +64,20 @@ def command_solve(args: argparse.Namespace) -> int:
     options.progress = make_progress(label, problem.instance.k_eval, args.quiet or args.verbose)
     options.verbose = args.verbose
     # From here on SIGINT and SIGTERM stop the search, and the best plan so far is written.
-    stop.reset()
-    with stop.handle_signals(say_stopping, say_finishing):
+    interrupts.reset()
+    with interrupts.handle_signals(say_stopping, say_finishing):
         try:
             result = request.solve(problem, options)
         finally:
             options.progress.close()
         # A second signal from here on exits once the run folder is complete.
-        with stop.critical():
+        with interrupts.critical():
             mark_interrupted(result)
             result.stats["incumbent_history"] = finish_history(
                 options.progress.history, result.makespan, result.wall_time
             )
             code = finish_solve(problem, result, out)
-    if stop.abandoned():
+    if interrupts.abandoned():
         # A native solver still runs in a daemon thread: leave without waiting for it.
         sys.stdout.flush()
         sys.stderr.flush()
@@ -87,15 +87,15 @@ def command_solve(args: argparse.Namespace) -> int:
 
 def mark_interrupted(result: Result) -> None:
     """Record in ``result`` that a signal ended the search, if one did."""
-    if not stop.requested():
+    if not interrupts.requested():
         return
-    result.stats["interrupted_by"] = stop.reason()
+    result.stats["interrupted_by"] = interrupts.reason()
     # The backend's own note may blame the clock ("time limit reached while
     # building"); the signal ended the search, so the message says that
     # and the backend's note is kept beside it.
     if result.message:
         result.stats["solver_message"] = result.message
-    result.message = f"interrupted by {stop.reason()}: best plan so far"
+    result.message = f"interrupted by {interrupts.reason()}: best plan so far"
 
 
 def say_stopping(signum: int) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from rlplan.cli import app
 from rlplan.rpeg.errors import InstanceError
 from rlplan.rpeg.schema.engine import ENGINE_FIELDS, EngineConfig
 from rlplan.rpeg.schema.fields import Field
@@ -272,3 +273,19 @@ def test_schema_defaults_follow_declarations() -> None:
     assert "default" not in hardware["racks"]
     placement = schema["properties"]["placement"]["anyOf"][0]["properties"]
     assert placement["micro_batch_sizes"]["default"] == [1, 2, 4, 8]
+
+
+def test_rlplan_schema_prints_the_schema_that_validates_instances(tmp_path, capsys):
+    """``rlplan schema`` prints (or writes) exactly :func:`instance_json_schema`; a shipped
+    instance passes the printed schema and a misspelt key fails it."""
+    assert app.main(["schema"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads(json.dumps(instance_json_schema()))
+    target = tmp_path / "instance.schema.json"
+    assert app.main(["schema", "--out", str(target)]) == 0
+    assert json.loads(target.read_text(encoding="utf-8")) == printed
+    checker = jsonschema.Draft202012Validator(printed)
+    document = read_yaml_file(str(ROOT / "instances" / "ppo_8b_1x2x8_h100.yaml"))
+    assert list(checker.iter_errors(document)) == []
+    document["hardware"]["gpus_per_nod"] = document["hardware"].pop("gpus_per_node")
+    assert list(checker.iter_errors(document)) != []
