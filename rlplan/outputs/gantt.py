@@ -8,7 +8,7 @@ label fits inside its rectangle without touching another label.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.schema.hardware import Hardware
@@ -16,7 +16,8 @@ from rlplan.rpeg.schema.hardware import Hardware
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
-    from matplotlib.patches import Rectangle
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch, Rectangle
 
     from rlplan.rpeg.evaluation.simulator import Event
 
@@ -28,6 +29,10 @@ NODE_BOUNDARY, RACK_BOUNDARY = "node-boundary", "rack-boundary"
 
 #: Most per-GPU ticks on the GPU axis before ticks move to node or rack starts.
 _MAX_TICKS = 16
+
+#: Line styles of the node and rack boundaries (on the axes and in the legend).
+_NODE_STYLE = {"color": "0.35", "linewidth": 0.6, "linestyle": ":"}
+_RACK_STYLE = {"color": "black", "linewidth": 1.4, "linestyle": "--"}
 
 
 def _boundaries(hardware: Hardware) -> tuple[list[int], list[int]]:
@@ -94,20 +99,65 @@ def gantt_figure(
     matplotlib.figure.Figure
         The drawn figure (Agg canvas, not registered with pyplot).
     """
-    from matplotlib import colormaps
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch, Rectangle
 
-    num_gpus = hardware.num_gpus
     runs = [e for e in trace.events if e.kind == "compute" and e.gpus]
     names = sorted({event.vertex for event in runs})
-    steps = sorted({event.step for event in runs})
-    palette = colormaps["tab10"]
-    colour = {name: palette(index % 10) for index, name in enumerate(names)}
+    colour = _vertex_colours(names)
     nodes, racks = _boundaries(hardware)
+    handles = _legend_handles(names, colour, sorted({event.step for event in runs}), hardware)
+    height = max(3.5, min(10.0, 1.5 + 0.25 * hardware.num_gpus), 1.2 + 0.26 * len(handles))
+    figure = Figure(figsize=(12, height), layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    rectangles = _draw_runs(axes, runs, colour)
+    for position in nodes:
+        axes.axhline(position, **_NODE_STYLE, gid=NODE_BOUNDARY, zorder=3)
+    for position in racks:
+        axes.axhline(position, **_RACK_STYLE, gid=RACK_BOUNDARY, zorder=3)
+    _set_axes(axes, trace, hardware, _title(trace, instance_name, status, step_time))
+    axes.legend(
+        handles=handles,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        borderaxespad=0.0,
+        fontsize=8,
+        title="colour: vertex, hatch: step",
+        title_fontsize=8,
+    )
+    _label_runs(figure, axes, rectangles)
+    return figure
 
+
+def _vertex_colours(names: list[str]) -> dict[str, Any]:
+    """The colour of each vertex name: the tab10 palette in name order, cycled."""
+    from matplotlib import colormaps
+
+    palette = colormaps["tab10"]
+    return {name: palette(index % 10) for index, name in enumerate(names)}
+
+
+def _legend_handles(
+    names: list[str], colour: dict[str, Any], steps: list[int], hardware: Hardware
+) -> list[Patch | Line2D]:
+    """Legend entries: one per vertex colour, step hatch and boundary kind drawn.
+
+    Parameters
+    ----------
+    names
+        The vertex names drawn, in legend order.
+    colour
+        Each vertex name's colour.
+    steps
+        The steps drawn, in increasing order; steps sharing a hatch share an entry.
+    hardware
+        The cluster (a boundary entry appears only when it has such boundaries).
+    """
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    nodes, racks = _boundaries(hardware)
     handles: list[Patch | Line2D] = [
         Patch(facecolor=colour[name], edgecolor="black", linewidth=0.4, label=name)
         for name in names
@@ -120,21 +170,23 @@ def gantt_figure(
         handles.append(
             Patch(facecolor="white", edgecolor="black", linewidth=0.4, hatch=hatch, label=label)
         )
-    node_style = {"color": "0.35", "linewidth": 0.6, "linestyle": ":"}
-    rack_style = {"color": "black", "linewidth": 1.4, "linestyle": "--"}
     if nodes:
         handles.append(
-            Line2D([], [], **node_style, label=f"node boundary ({hardware.gpus_per_node} GPUs)")
+            Line2D([], [], **_NODE_STYLE, label=f"node boundary ({hardware.gpus_per_node} GPUs)")
         )
     if racks:
         handles.append(
-            Line2D([], [], **rack_style, label=f"rack boundary ({hardware.gpus_per_rack} GPUs)")
+            Line2D([], [], **_RACK_STYLE, label=f"rack boundary ({hardware.gpus_per_rack} GPUs)")
         )
+    return handles
 
-    height = max(3.5, min(10.0, 1.5 + 0.25 * num_gpus), 1.2 + 0.26 * len(handles))
-    figure = Figure(figsize=(12, height), layout="constrained")
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
+
+def _draw_runs(
+    axes: Axes, runs: list[Event], colour: dict[str, Any]
+) -> list[tuple[Event, Rectangle]]:
+    """Add one rectangle per run (its GPU span over its time) and return them with their runs."""
+    from matplotlib.patches import Rectangle
+
     rectangles = []
     for event in runs:
         low, high = min(event.gpus), max(event.gpus) + 1
@@ -150,28 +202,18 @@ def gantt_figure(
         )
         axes.add_patch(rectangle)
         rectangles.append((event, rectangle))
-    for position in nodes:
-        axes.axhline(position, **node_style, gid=NODE_BOUNDARY, zorder=3)
-    for position in racks:
-        axes.axhline(position, **rack_style, gid=RACK_BOUNDARY, zorder=3)
+    return rectangles
+
+
+def _set_axes(axes: Axes, trace: Trace, hardware: Hardware, title: str) -> None:
+    """Limits, GPU ticks, axis labels and the title."""
     axes.set_xlim(0, trace.makespan * 1.01 if trace.makespan > 0 else 1.0)
-    axes.set_ylim(num_gpus, 0)
+    axes.set_ylim(hardware.num_gpus, 0)
     ticks, labels = _gpu_ticks(hardware)
     axes.set_yticks(ticks, labels)
     axes.set_xlabel("time (s)")
     axes.set_ylabel("GPU (flat index)")
-    axes.set_title(_title(trace, instance_name, status, step_time))
-    axes.legend(
-        handles=handles,
-        loc="upper left",
-        bbox_to_anchor=(1.01, 1.0),
-        borderaxespad=0.0,
-        fontsize=8,
-        title="colour: vertex, hatch: step",
-        title_fontsize=8,
-    )
-    _label_runs(figure, axes, rectangles)
-    return figure
+    axes.set_title(title)
 
 
 def _label_runs(figure: Figure, axes: Axes, rectangles: list[tuple[Event, Rectangle]]) -> None:

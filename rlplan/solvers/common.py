@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from typing import Any
 
 from rlplan.formulation import Formulation
 from rlplan.formulation.schedule import earliest_ends
@@ -122,27 +123,72 @@ def plan_result(
         x (1 + lambda_ac) for a fused plan) and the bound: the one rule,
         whatever the backend.
     """
-    stats = dict(stats or {})
-    best_bound = problem.score_bound
-    source = problem.score_bound_source
-    if bound is not None and bound * problem.score_factor > best_bound:
-        best_bound = bound * problem.score_factor
-        source = bound_source or solver
-    k_eval = problem.instance.k_eval
-    ac = _ac_fields(problem, templates)
+    best_bound, source = _reported_bound(problem, solver, bound, bound_source)
+    shared: dict[str, Any] = {
+        "k_eval": problem.instance.k_eval,
+        "bound_source": source,
+        "stats": dict(stats or {}),
+        **_ac_fields(problem, templates),
+    }
     if plan is None:
         return Result(
             Status.UNKNOWN,
             solver,
-            k_eval=k_eval,
             bound=best_bound,
-            bound_source=source,
             wall_time=time.perf_counter() - started,
-            stats=stats,
             message=message or "no plan found within the limits",
             requested_gap=requested_gap,
-            **ac,
+            **shared,
         )
+    return _simulated_result(
+        problem, solver, plan, started, best_bound, requested_gap, message, shared
+    )
+
+
+def _reported_bound(
+    problem: Problem, solver: str, bound: float | None, bound_source: str | None
+) -> tuple[float, str]:
+    """The score bound a result reports, and the method that proved it.
+
+    Parameters
+    ----------
+    problem
+        The instance.
+    solver
+        Backend name.
+    bound
+        The backend's proven makespan bound, or None (see :func:`plan_result`).
+    bound_source
+        The method that proved ``bound`` (default: ``solver``).
+
+    Returns
+    -------
+    tuple[float, str]
+        The larger of ``bound`` x :attr:`Problem.score_factor` and the
+        plan-independent :attr:`Problem.score_bound`, with ``bound_source``
+        (or ``solver``) when the backend's bound is the larger, else the
+        plan-independent bound's name (``critical_path`` or ``compute``).
+    """
+    if bound is not None and bound * problem.score_factor > problem.score_bound:
+        return bound * problem.score_factor, bound_source or solver
+    return problem.score_bound, problem.score_bound_source
+
+
+def _simulated_result(
+    problem: Problem,
+    solver: str,
+    plan: Plan,
+    started: float,
+    bound: float,
+    requested_gap: float,
+    message: str,
+    shared: dict[str, Any],
+) -> Result:
+    """Simulate ``plan``: ERROR when it overflows memory, else the verdict of its score.
+
+    ``shared`` holds the :class:`Result` fields that do not depend on the
+    simulation (``k_eval``, ``bound_source``, ``stats`` and the AC-share fields).
+    """
     trace = problem.simulator.simulate(plan)
     factor = problem.instance.score_factor(plan.fused)
     if not trace.feasible:
@@ -151,36 +197,30 @@ def plan_result(
             solver,
             plan=plan,
             makespan=trace.makespan,
-            k_eval=k_eval,
-            bound=best_bound,
-            bound_source=source,
+            bound=bound,
             wall_time=time.perf_counter() - started,
-            stats=stats,
             message=(
                 f"the plan overflows memory by {trace.violation_bytes / 1e9:.3f} GB in simulation"
             ),
             requested_gap=requested_gap,
             score_factor=factor,
-            **ac,
+            **shared,
         )
     makespan = trace.makespan
     # A valid bound never exceeds a feasible plan's score; a solver's float
     # tolerance can put it a hair above.
-    best_bound = min(best_bound, makespan * factor)
+    bound = min(bound, makespan * factor)
     return Result(
-        verdict(makespan * factor, best_bound, requested_gap),
+        verdict(makespan * factor, bound, requested_gap),
         solver,
         plan=plan,
         makespan=makespan,
-        k_eval=k_eval,
-        bound=best_bound,
-        bound_source=source,
+        bound=bound,
         wall_time=time.perf_counter() - started,
-        stats=stats,
         message=message,
         requested_gap=requested_gap,
         score_factor=factor,
-        **ac,
+        **shared,
     )
 
 

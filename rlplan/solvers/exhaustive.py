@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from dataclasses import dataclass
 
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Placement, Plan, make_staleness
@@ -162,32 +163,41 @@ class _OrderSearch:
                 return
 
 
-@each_template("exhaustive")  # AC-share: solve each template, keep the better
-def solve(problem: Problem, options: SolveOptions) -> Result:
-    """Enumerate the plan space; OPTIMAL when it completes (its optimum is then the bound)."""
-    started = time.perf_counter()
-    infeasible = unplaceable_result(problem, "exhaustive", started)
-    if infeasible is not None:
-        return infeasible
-    placements, staleness_count = plan_space_size(problem)
+@dataclass
+class _Enumeration:
+    """The state of an enumeration: its best plan so far and what it visited."""
+
+    best_plan: Plan | None = None
+    best: float = float("inf")
+    visited: int = 0
+    feasible: int = 0
+    pruned: int = 0
+    nodes: int = 0
+    timed_out: bool = False
+
+
+def _refusal(problem: Problem, placements: int, staleness_count: int, started: float) -> Result:
+    """UNKNOWN, naming the plan-space size, for a space too large to enumerate."""
     combinations = placements * staleness_count
-    if combinations > MAX_COMBINATIONS:
-        return Result(
-            Status.UNKNOWN,
-            "exhaustive",
-            k_eval=problem.instance.k_eval,
-            bound=problem.bounds.best,
-            wall_time=time.perf_counter() - started,
-            message=(
-                f"refused: the plan space has {placements:,} placements x {staleness_count} "
-                f"staleness choices = {combinations:,} combinations (each with its run orders), "
-                f"more than the {MAX_COMBINATIONS:,} the exhaustive oracle enumerates"
-            ),
-            stats={"placements": placements, "staleness_combinations": staleness_count},
-        )
-    directory, simulator = problem.directory, problem.simulator
-    deadline = started + options.time_limit
-    per_vertex = [
+    return Result(
+        Status.UNKNOWN,
+        "exhaustive",
+        k_eval=problem.instance.k_eval,
+        bound=problem.bounds.best,
+        wall_time=time.perf_counter() - started,
+        message=(
+            f"refused: the plan space has {placements:,} placements x {staleness_count} "
+            f"staleness choices = {combinations:,} combinations (each with its run orders), "
+            f"more than the {MAX_COMBINATIONS:,} the exhaustive oracle enumerates"
+        ),
+        stats={"placements": placements, "staleness_combinations": staleness_count},
+    )
+
+
+def _placement_choices(problem: Problem) -> list[list[Placement]]:
+    """Every (block, candidate) placement of each vertex, in template order."""
+    directory = problem.directory
+    return [
         [
             Placement(block, c.strategy)
             for shape, cands in per_shape.items()
@@ -196,70 +206,97 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
         ]
         for vertex, per_shape in enumerate(directory.options)
     ]
+
+
+def _staleness_choices(problem: Problem) -> list[tuple[tuple[str, int], ...]]:
+    """Every combination of the trained models' staleness candidates."""
+    directory = problem.directory
     models = directory.template.trained_models
     choices = directory.instance.optimizer.staleness_candidates
-    staleness_options = [
+    return [
         make_staleness(dict(zip(models, values, strict=True)))
         for values in itertools.product(*(choices[m] for m in models))
     ]
-    best_plan, best = None, float("inf")
-    visited = feasible = pruned = nodes = 0
-    timed_out = False
-    for combination in itertools.product(*per_vertex):
-        if time.perf_counter() > deadline:
-            timed_out = True
-            break
-        visited += 1
-        base = Plan(tuple(combination), staleness_options[0])
-        if simulator.memory_violation(base) > 0:
+
+
+def _search_placement(
+    problem: Problem,
+    base: Plan,
+    staleness_options: list[tuple[tuple[str, int], ...]],
+    state: _Enumeration,
+    options: SolveOptions,
+    deadline: float,
+) -> None:
+    """Improve ``state`` with the best run order of ``base`` under each staleness choice.
+
+    Sets ``state.timed_out`` (and stops) when an order search reaches ``deadline``.
+    """
+    for staleness in staleness_options:
+        plan = Plan(base.placements, staleness)
+        listed = problem.simulator.evaluate(plan)
+        if listed.makespan < state.best:
+            state.best, state.best_plan = listed.makespan, plan
+            options.progress.update(best=state.best)
+        search = _OrderSearch(problem, plan, deadline)
+        if search.lower_bound() >= state.best:
+            state.pruned += 1
             continue
-        feasible += 1
-        for staleness in staleness_options:
-            plan = Plan(base.placements, staleness)
-            listed = simulator.evaluate(plan)
-            if listed.makespan < best:
-                best, best_plan = listed.makespan, plan
-                options.progress.update(best=best)
-            search = _OrderSearch(problem, plan, deadline)
-            if search.lower_bound() >= best:
-                pruned += 1
-                continue
-            value, sequence = search.search(best)
-            nodes += search.nodes
-            if sequence is not None and value < best:
-                count = search.count
-                best = value
-                best_plan = plan.with_order(tuple((r % count, r // count) for r in sequence))
-                options.progress.update(best=best)
-            if search.timed_out:
-                timed_out = True
-                break
-        if timed_out:
+        value, sequence = search.search(state.best)
+        state.nodes += search.nodes
+        if sequence is not None and value < state.best:
+            count = search.count
+            state.best = value
+            state.best_plan = plan.with_order(tuple((r % count, r // count) for r in sequence))
+            options.progress.update(best=state.best)
+        if search.timed_out:
+            state.timed_out = True
+            return
+
+
+def _enumerate(problem: Problem, options: SolveOptions, deadline: float) -> _Enumeration:
+    """Visit every placement that fits in memory (until ``deadline``) and keep the best plan."""
+    staleness_options = _staleness_choices(problem)
+    state = _Enumeration()
+    for combination in itertools.product(*_placement_choices(problem)):
+        if time.perf_counter() > deadline:
+            state.timed_out = True
             break
-        options.progress.update(evaluations=visited)
-    stats = {
-        "placements": placements,
-        "staleness_combinations": staleness_count,
-        "placements_visited": visited,
-        "placements_memory_feasible": feasible,
-        "pruned_by_bound": pruned,
-        "order_nodes": nodes,
-    }
-    if timed_out:
+        state.visited += 1
+        base = Plan(tuple(combination), staleness_options[0])
+        if problem.simulator.memory_violation(base) > 0:
+            continue
+        state.feasible += 1
+        _search_placement(problem, base, staleness_options, state, options, deadline)
+        if state.timed_out:
+            break
+        options.progress.update(evaluations=state.visited)
+    return state
+
+
+def _enumeration_result(
+    problem: Problem,
+    state: _Enumeration,
+    stats: dict,
+    placements: int,
+    options: SolveOptions,
+    started: float,
+) -> Result:
+    """The result of an enumeration: best so far, INFEASIBLE, or the proven optimum."""
+    if state.timed_out:
         message = (
-            f"time limit reached after {visited:,} of {placements:,} placements: "
+            f"time limit reached after {state.visited:,} of {placements:,} placements: "
             "best plan so far, not proven optimal"
         )
         return plan_result(
             problem,
             "exhaustive",
-            best_plan,
+            state.best_plan,
             started,
             requested_gap=options.gap,
             stats=stats,
             message=message,
         )
-    if best_plan is None:
+    if state.best_plan is None:
         return Result(
             Status.INFEASIBLE,
             "exhaustive",
@@ -269,10 +306,11 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
             message="no combination of placements fits in memory",
         )
     # The enumeration completed: its best makespan is the optimum, hence a bound.
+    best = state.best
     result = plan_result(
         problem,
         "exhaustive",
-        best_plan,
+        state.best_plan,
         started,
         bound=best,
         requested_gap=options.gap,
@@ -284,3 +322,25 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
             f"oracle makespan {best!r} differs from its simulated plan {result.makespan!r}"
         )
     return result
+
+
+@each_template("exhaustive")  # AC-share: solve each template, keep the better
+def solve(problem: Problem, options: SolveOptions) -> Result:
+    """Enumerate the plan space; OPTIMAL when it completes (its optimum is then the bound)."""
+    started = time.perf_counter()
+    infeasible = unplaceable_result(problem, "exhaustive", started)
+    if infeasible is not None:
+        return infeasible
+    placements, staleness_count = plan_space_size(problem)
+    if placements * staleness_count > MAX_COMBINATIONS:
+        return _refusal(problem, placements, staleness_count, started)
+    state = _enumerate(problem, options, started + options.time_limit)
+    stats = {
+        "placements": placements,
+        "staleness_combinations": staleness_count,
+        "placements_visited": state.visited,
+        "placements_memory_feasible": state.feasible,
+        "pruned_by_bound": state.pruned,
+        "order_nodes": state.nodes,
+    }
+    return _enumeration_result(problem, state, stats, placements, options, started)

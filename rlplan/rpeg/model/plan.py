@@ -190,7 +190,24 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
         )
     _check_instance(data.get("instance"), directory)
     directory = directory.variant(_template_from_json(data, directory))
-    instance, template, cluster = directory.instance, directory.template, directory.cluster
+    _check_header(data, directory)
+    placements, defaulted = _placements_from_json(data.get("vertices"), directory)
+    staleness = _staleness_from_json(data.get("staleness", {}), directory)
+    order = None
+    if data.get("order") is not None:
+        order = _parse_order(data["order"], directory, defaulted)
+    return Plan(placements, make_staleness(staleness), order)
+
+
+def _check_header(data: dict[str, Any], directory: CandidateDirectory) -> None:
+    """Refuse an unknown top-level key, or an algorithm or ``k_eval`` not the instance's.
+
+    Raises
+    ------
+    PlanError
+        Naming the first such key.
+    """
+    instance = directory.instance
     allowed = ("algorithm", "instance", "k_eval", "order", "staleness", "template", "vertices")
     for key in data:
         if key not in allowed:
@@ -208,7 +225,20 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
             "plan.k_eval",
             f"plan has k_eval {_short(data['k_eval'])}, the instance {instance.k_eval}",
         )
-    vertices = data.get("vertices")
+
+
+def _placements_from_json(
+    vertices: Any, directory: CandidateDirectory
+) -> tuple[tuple[Placement, ...], int | None]:
+    """The placement of every template vertex, and which one a v1 plan lacked (else None).
+
+    Raises
+    ------
+    PlanError
+        For a ``vertices`` entry that is not an object, an unknown or missing
+        vertex, or a placement :func:`_placement_from_json` refuses.
+    """
+    instance, template = directory.instance, directory.template
     if not isinstance(vertices, dict):
         raise PlanError("plan.vertices", "missing or not an object of vertex name -> placement")
     for name in vertices:
@@ -227,36 +257,63 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
             # and OpenRLHF compute them on the actor's training workers).
             placements.append(None)
             continue
-        if not isinstance(entry, dict):
-            raise PlanError(path, "missing placement for this vertex")
-        keys = _vertex_keys()
-        extra = sorted(set(entry) - set(keys))
-        if extra:
-            raise PlanError(
-                f"{path}.{extra[0]}",
-                f"unknown key{did_you_mean(extra[0], keys)} (allowed: {', '.join(keys)})",
-            )
-        if "block" not in entry:
-            raise PlanError(f"{path}.block", "missing")
-        block = cluster.block_from_json(entry["block"], f"{path}.block")
-        pinned_off = block_pin_problem(instance.placement.pin, vertex.name, block)
-        if pinned_off is not None:
-            raise PlanError(f"{path}.block", pinned_off)
-        strategy = _strategy_from_json(entry, directory, vertex, path)
-        problem = strategy_problem(instance, vertex, block.shape, strategy)
-        if problem is not None:
-            raise PlanError(path, problem)
-        placements.append(Placement(block, strategy))
+        placements.append(_placement_from_json(entry, directory, vertex, path))
     defaulted = None
     for index, placement in enumerate(placements):
         if placement is None:
             placements[index] = _logprob_default(directory, placements, index)
             defaulted = index
-    raw_staleness = data.get("staleness", {})
+    return tuple(p for p in placements if p is not None), defaulted
+
+
+def _placement_from_json(
+    entry: Any, directory: CandidateDirectory, vertex: Vertex, path: str
+) -> Placement:
+    """One plan-file vertex's placement, checked against the cluster, pins and plan space.
+
+    Raises
+    ------
+    PlanError
+        For a missing entry or block, an unknown key, a block outside the
+        cluster or off the vertex's pins, or a strategy outside the plan space.
+    """
+    instance = directory.instance
+    if not isinstance(entry, dict):
+        raise PlanError(path, "missing placement for this vertex")
+    keys = _vertex_keys()
+    extra = sorted(set(entry) - set(keys))
+    if extra:
+        raise PlanError(
+            f"{path}.{extra[0]}",
+            f"unknown key{did_you_mean(extra[0], keys)} (allowed: {', '.join(keys)})",
+        )
+    if "block" not in entry:
+        raise PlanError(f"{path}.block", "missing")
+    block = directory.cluster.block_from_json(entry["block"], f"{path}.block")
+    pinned_off = block_pin_problem(instance.placement.pin, vertex.name, block)
+    if pinned_off is not None:
+        raise PlanError(f"{path}.block", pinned_off)
+    strategy = _strategy_from_json(entry, directory, vertex, path)
+    problem = strategy_problem(instance, vertex, block.shape, strategy)
+    if problem is not None:
+        raise PlanError(path, problem)
+    return Placement(block, strategy)
+
+
+def _staleness_from_json(raw_staleness: Any, directory: CandidateDirectory) -> dict[str, int]:
+    """The staleness of every trained model, each among the instance's candidates.
+
+    Raises
+    ------
+    PlanError
+        For an entry that is not an object, a missing, malformed or
+        non-candidate value, or a model the algorithm does not train.
+    """
+    instance = directory.instance
     if not isinstance(raw_staleness, dict):
         raise PlanError("plan.staleness", "must be an object of model -> staleness")
     staleness = {}
-    for model in template.trained_models:
+    for model in directory.template.trained_models:
         value = raw_staleness.get(model)
         if value is None:
             raise PlanError(f"plan.staleness.{model}", "missing")
@@ -278,10 +335,7 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
                 f"plan.staleness.{model}",
                 f"{instance.algorithm} does not train it{did_you_mean(model, staleness)}",
             )
-    order = None
-    if data.get("order") is not None:
-        order = _parse_order(data["order"], directory, defaulted)
-    return Plan(tuple(p for p in placements if p is not None), make_staleness(staleness), order)
+    return staleness
 
 
 def _template_from_json(data: dict[str, Any], directory: CandidateDirectory) -> bool:

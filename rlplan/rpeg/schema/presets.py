@@ -509,6 +509,29 @@ def read_hf_config(
         non-positive field (named ``<path>.<config key>``), a hidden size the
         heads do not divide without ``head_dim``, or a mixture-of-experts model.
     """
+    file = _config_file(value, path, base_dir)
+    data = _load_config(file, path)
+    config = data
+    if "num_hidden_layers" not in data and isinstance(data.get("text_config"), dict):
+        config = data["text_config"]
+    source = os.path.basename(file)
+    for key in _MOE_KEYS:
+        if config.get(key):
+            raise InstanceError(
+                f"{path}.{key}",
+                f"{source} describes a mixture-of-experts model; only dense models are modelled",
+            )
+    return _config_shape(config, data, path, source)
+
+
+def _config_file(value: Any, path: str, base_dir: str | os.PathLike[str] | None) -> str:
+    """The file an ``hf_config`` entry names: ``config.json`` inside a folder, ``~`` expanded.
+
+    Raises
+    ------
+    InstanceError
+        For an entry that is not a non-empty path.
+    """
     if not isinstance(value, str | os.PathLike) or not os.fspath(value).strip():
         raise InstanceError(path, f"must be the path of a Hugging Face config.json, got {value!r}")
     file = os.path.expanduser(os.fspath(value))
@@ -516,6 +539,17 @@ def read_hf_config(
         file = os.path.join(os.fspath(base_dir), file)
     if os.path.isdir(file):
         file = os.path.join(file, "config.json")
+    return file
+
+
+def _load_config(file: str, path: str) -> dict[str, Any]:
+    """The JSON object in ``file`` (at most 1 MiB).
+
+    Raises
+    ------
+    InstanceError
+        For a file that is too large, cannot be read or is not a JSON object.
+    """
     try:
         if os.path.getsize(file) > 1 << 20:
             raise InstanceError(path, f"{file} is too large to be a config.json")
@@ -528,16 +562,20 @@ def read_hf_config(
         raise InstanceError(path, f"{file} is not a JSON file: {first}") from None
     if not isinstance(data, dict):
         raise InstanceError(path, f"{file} must hold a JSON object")
-    config = data
-    if "num_hidden_layers" not in data and isinstance(data.get("text_config"), dict):
-        config = data["text_config"]
-    source = os.path.basename(file)
-    for key in _MOE_KEYS:
-        if config.get(key):
-            raise InstanceError(
-                f"{path}.{key}",
-                f"{source} describes a mixture-of-experts model; only dense models are modelled",
-            )
+    return data
+
+
+def _config_shape(
+    config: Mapping[str, Any], data: Mapping[str, Any], path: str, source: str
+) -> dict[str, Any]:
+    """The model shape of a (text) config; ``data`` is the whole file, for a top-level tie.
+
+    Raises
+    ------
+    InstanceError
+        For a missing or non-positive field, a hidden size the heads do not
+        divide without ``head_dim``, or a ``tie_word_embeddings`` that is not a boolean.
+    """
     layers = _config_int(config, "num_hidden_layers", path, source)
     hidden = _config_int(config, "hidden_size", path, source)
     ffn = _config_int(config, "intermediate_size", path, source)
