@@ -32,11 +32,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Modules whose mutants are scored.
 MUTATED = (
-    "rpeg/simulator.py",
-    "rpeg/cost.py",
-    "formulation/model.py",
-    "solvers/cpsat.py",
-    "solvers/milp.py",
+    "rlplan/rpeg/evaluation/simulator.py",
+    "rlplan/rpeg/model/cost.py",
+    "rlplan/formulation/model.py",
+    "rlplan/solvers/cpsat.py",
+    "rlplan/solvers/milp/translation.py",
 )
 
 #: The fast subset of the ordinary suite that guards those modules.
@@ -54,13 +54,13 @@ DEFAULT_TESTS = (
 NAMED_MUTANTS = (
     (
         "bound rounded up (to_units ceil)",
-        "formulation/model.py",
+        "rlplan/formulation/model.py",
         "return math.floor(seconds / self.unit + 1e-9)",
         "return math.ceil(seconds / self.unit - 1e-9)",
     ),
     (
         "CP-SAT precedence without the data-edge lags",
-        "solvers/cpsat.py",
+        "rlplan/solvers/cpsat.py",
         "        for row in rows.data_rows(self.formulation):\n"
         "            self._tick()\n"
         "            self._lag_row(row)",
@@ -71,7 +71,7 @@ NAMED_MUTANTS = (
     ),
     (
         "CP-SAT staleness without the cross-block publication lag",
-        "solvers/cpsat.py",
+        "rlplan/solvers/cpsat.py",
         "        for row in rows.pub_rows(self.formulation):\n"
         "            self._tick()\n"
         "            self._lag_row(row)",
@@ -82,7 +82,7 @@ NAMED_MUTANTS = (
     ),
     (
         "change_strategy proposing only the current strategy",
-        "rpeg/search/moves.py",
+        "rlplan/rpeg/search/moves.py",
         "        if c.strategy != placement.strategy\n    ]",
         "        if c.strategy == placement.strategy\n    ]",
     ),
@@ -147,9 +147,9 @@ def mutmut_config(tests: list[str]) -> str:
     """The ``[tool.mutmut]`` section for the copy's pyproject.toml."""
     return (
         "\n[tool.mutmut]\n"
-        'source_paths = ["rpeg", "formulation", "solvers"]\n'
+        'source_paths = ["rlplan"]\n'
         f"only_mutate = {json.dumps(list(MUTATED))}\n"
-        'also_copy = ["compare", "rlplan", "main.py", "instances"]\n'
+        'also_copy = ["benchmarks", "main.py", "instances"]\n'
         f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider"]\n'
     )
