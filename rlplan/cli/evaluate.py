@@ -26,13 +26,15 @@ from rlplan.outputs.files import (
     write_text,
 )
 from rlplan.outputs.gantt import write_gantt
+from rlplan.outputs.report_md import render_report
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.model.cost import parameter_count
 from rlplan.rpeg.model.plan import plan_to_json, read_plan
 from rlplan.rpeg.schema.json_schema import instance_json_schema
+from rlplan.rpeg.schema.pins import pin_words
 from rlplan.rpeg.search.baselines import concurrent_plan, greedy_plan
-from rlplan.solvers.common import best_over_templates
+from rlplan.solvers.common import best_over_templates, plan_result
 
 
 def command_check(args: argparse.Namespace) -> int:
@@ -71,8 +73,6 @@ def print_sizes(problem: Problem) -> None:
     )
     pins = instance.placement.pin
     if pins:
-        from rlplan.rpeg.schema.pins import pin_words
-
         pinned = [f"{name} {pin_words(pin)}" for name, pin in pins.vertices]
         pinned += [f"staleness {model} {steps}" for model, steps in pins.staleness]
         print(f"pins         {'; '.join(pinned)}")
@@ -175,9 +175,6 @@ def write_plan_outputs(
 
 def command_baseline(args: argparse.Namespace) -> int:
     """Build a baseline plan, simulate it and write plan, trace, report and Gantt chart."""
-    from rlplan.outputs.report_md import render_report
-    from rlplan.solvers.common import plan_result
-
     started = time.perf_counter()
     check_output_folder(args.out, run=True)
     problem = load_problem(args.instance)

@@ -35,8 +35,8 @@ def get_solver(name: str) -> Callable[[Problem, SolveOptions], Result]:
         engine = name.split(":", 1)[1]
         if not engine:
             raise InputError("--solver", "milp:NAME needs a solver name, e.g. milp:cbc")
-        from rlplan.solvers import milp
-
+        # Backends load by name from BACKENDS, so that a command imports only the one it runs.
+        milp = importlib.import_module(BACKENDS["milp"])
         milp.check_engine(engine)
         return functools.partial(milp.solve, engine=engine)
     module = BACKENDS.get(name)
