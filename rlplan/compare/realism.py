@@ -6,8 +6,12 @@ sits beside ``NAME.plan.json``, the published configuration as a plan. This
 module simulates each published plan and prints predicted / measured for
 the step and for every measured phase, then solves the instance and prints
 the planner's best step time and its speed-up over the published plan.
+Runs that name a ``reference.pair`` (the same setup run synchronously and
+asynchronously) are compared as a pair: the measured speed-up of one over the
+other against the predicted one.
 
-The model is judged on the published plan, never on the planner's best plan.
+The model is judged on the published plan, never on the planner's best plan
+(docs/cost-model.md#published-runs).
 """
 
 from __future__ import annotations
@@ -26,12 +30,17 @@ from rlplan.rpeg.errors import InputError
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.model.plan import Plan, read_plan
+from rlplan.rpeg.schema.instance import Instance
 from rlplan.solvers import SolveOptions, solve
 
 #: Where the published runs live.
 PUBLISHED = INSTANCES / "published"
 #: Predicted / measured step time the model must hold for every shipped run.
-BAND = (0.67, 1.5)
+BAND = (0.8, 1.25)
+#: Predicted / measured time the model must hold for every published phase.
+PHASE_BAND = (0.67, 1.5)
+#: Largest relative error of a predicted pair speed-up against the measured one.
+PAIR_TOLERANCE = 0.15
 CSV_COLUMNS = ("name", "measured_s", "predicted_s", "ratio", "best_s", "speedup")
 
 
@@ -73,8 +82,61 @@ class RunCheck:
 
     @property
     def within_band(self) -> bool:
-        """Whether the ratio lies in :data:`BAND`."""
-        return BAND[0] <= self.ratio <= BAND[1]
+        """Whether the step ratio lies in :data:`BAND` and every phase in :data:`PHASE_BAND`."""
+        phases_in = all(PHASE_BAND[0] <= p.ratio <= PHASE_BAND[1] for p in self.phases)
+        return BAND[0] <= self.ratio <= BAND[1] and phases_in
+
+
+@dataclass
+class PairCheck:
+    """Two published runs of one setup, one faster than the other (e.g. sync and async)."""
+
+    first: RunCheck
+    second: RunCheck
+
+    @property
+    def measured_speedup(self) -> float:
+        """Measured step of the first over the second."""
+        return self.first.measured_s / self.second.measured_s
+
+    @property
+    def predicted_speedup(self) -> float:
+        """Predicted step of the first over the second."""
+        return self.first.predicted_s / self.second.predicted_s
+
+    @property
+    def error(self) -> float:
+        """Predicted speed-up / measured speed-up - 1."""
+        return self.predicted_speedup / self.measured_speedup - 1
+
+    @property
+    def same_order(self) -> bool:
+        """Whether the model ranks the two runs as the measurements do."""
+        return (self.measured_speedup - 1) * (self.predicted_speedup - 1) > 0
+
+    @property
+    def within_tolerance(self) -> bool:
+        """Same ranking, and the speed-up within :data:`PAIR_TOLERANCE` of the measured one."""
+        return self.same_order and abs(self.error) <= PAIR_TOLERANCE
+
+
+def pair_checks(checks: list[RunCheck], pairs: dict[str, str]) -> list[PairCheck]:
+    """The pairs among ``checks``: ``pairs`` maps a run to the run it names as its pair.
+
+    Each pair is listed once, the slower measured run first.
+    """
+    by_name = {check.name: check for check in checks}
+    found: dict[frozenset[str], PairCheck] = {}
+    for name, other in pairs.items():
+        if not other:
+            continue
+        if other not in by_name:
+            raise InputError(f"{name}: reference.pair", f"no published run named {other!r}")
+        first, second = by_name[name], by_name[other]
+        if first.measured_s < second.measured_s:
+            first, second = second, first
+        found.setdefault(frozenset((name, other)), PairCheck(first, second))
+    return sorted(found.values(), key=lambda pair: pair.first.name)
 
 
 def published_runs(folder: Path = PUBLISHED) -> list[tuple[Path, Path]]:
@@ -97,9 +159,17 @@ def phase_times(problem: Problem, plan: Plan, trace: Trace) -> dict[str, float]:
     return {name: seconds / k_eval for name, seconds in totals.items()}
 
 
-def check_run(instance_path: Path, plan_path: Path) -> tuple[RunCheck, Problem, Plan]:
-    """Simulate a published plan against its instance's reference section."""
-    problem = Problem.load(str(instance_path))
+def check_run(
+    instance_path: Path, plan_path: Path, instance: Instance | None = None
+) -> tuple[RunCheck, Problem, Plan]:
+    """Simulate a published plan against its instance's reference section.
+
+    ``instance`` replaces the file's instance (the calibration varies knobs).
+    """
+    if instance is None:
+        problem = Problem.load(str(instance_path))
+    else:
+        problem = Problem.from_instance(instance)
     reference = problem.instance.reference
     if reference is None:
         raise InputError(str(instance_path), "a published run needs a reference section")
@@ -146,16 +216,38 @@ def render_table(checks: list[RunCheck]) -> str:
     for check in checks:
         best = "—" if check.best_s is None else f"{check.best_s:9.1f}"
         speedup = "—" if check.speedup is None else f"{check.speedup:7.2f}x"
-        flag = "" if check.within_band else f"  OUTSIDE [{BAND[0]}, {BAND[1]}]"
+        flag = "" if BAND[0] <= check.ratio <= BAND[1] else f"  OUTSIDE [{BAND[0]}, {BAND[1]}]"
         lines.append(
             f"{check.name:44s} {check.measured_s:9.1f} {check.predicted_s:9.1f} "
             f"{check.ratio:6.2f} {best:>9s} {speedup:>8s}  {check.best_status}{flag}"
         )
         for phase in check.phases:
+            outside = not PHASE_BAND[0] <= phase.ratio <= PHASE_BAND[1]
+            flag = f"  OUTSIDE [{PHASE_BAND[0]}, {PHASE_BAND[1]}]" if outside else ""
             lines.append(
                 f"  phase {phase.name:36s} {phase.measured_s:9.1f} {phase.predicted_s:9.1f} "
-                f"{phase.ratio:6.2f}"
+                f"{phase.ratio:6.2f}{flag}"
             )
+    return "\n".join(lines)
+
+
+def render_pairs(pairs: list[PairCheck]) -> str:
+    """Plain-text table of the pairs: measured and predicted speed-up of one run over the other."""
+    lines = [
+        f"{'pair (slower / faster measured)':76s} {'measured':>8s} {'predicted':>9s} {'error':>7s}"
+    ]
+    for pair in pairs:
+        flag = (
+            ""
+            if pair.within_tolerance
+            else (
+                "  RANKED BACKWARDS" if not pair.same_order else f"  OUTSIDE ±{PAIR_TOLERANCE:.0%}"
+            )
+        )
+        lines.append(
+            f"{pair.first.name + ' / ' + pair.second.name:76s} {pair.measured_speedup:7.2f}x "
+            f"{pair.predicted_speedup:8.2f}x {pair.error:+7.1%}{flag}"
+        )
     return "\n".join(lines)
 
 
@@ -206,14 +298,16 @@ def main(argv: list[str] | None = None) -> int:
     if not pairs:
         print(f"error: no published runs (NAME.yaml + NAME.plan.json) in {args.folder}")
         return 2
-    checks = []
+    checks, named = [], {}
     try:
         for instance_path, plan_path in pairs:
             check, problem, _ = check_run(instance_path, plan_path)
+            named[check.name] = problem.instance.reference.pair
             if not args.no_solve:
                 check.best_s, check.best_status = solve_best(problem, args.time_limit, args.threads)
             checks.append(check)
             print(f"checked {check.name}", file=sys.stderr, flush=True)
+        sibling_checks = pair_checks(checks, named)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -221,8 +315,18 @@ def main(argv: list[str] | None = None) -> int:
     outside = [c.name for c in checks if not c.within_band]
     print(
         f"{len(checks) - len(outside)} of {len(checks)} runs within "
-        f"[{BAND[0]}, {BAND[1]}] x measured (the model is judged on the published plans)"
+        f"[{BAND[0]}, {BAND[1]}] x measured, every phase within "
+        f"[{PHASE_BAND[0]}, {PHASE_BAND[1]}] (the model is judged on the published plans)"
     )
+    if sibling_checks:
+        print()
+        print(render_pairs(sibling_checks))
+        wrong = [p for p in sibling_checks if not p.within_tolerance]
+        print(
+            f"{len(sibling_checks) - len(wrong)} of {len(sibling_checks)} pairs ranked the "
+            f"measured way round with the speed-up within ±{PAIR_TOLERANCE:.0%}"
+        )
+        outside += [p.first.name for p in wrong]
     if args.csv is not None:
         write_text(args.csv, render_csv(checks))
     return 1 if outside else 0

@@ -58,6 +58,13 @@ REFERENCE_FIELDS = (
     Field("source", TEXT, description="Where the measurement is published"),
     Field("framework", TEXT, "", "The framework that ran the step"),
     Field("settings", TEXT, "", "The framework's settings, in words"),
+    Field(
+        "pair",
+        TEXT,
+        "",
+        "The published run this one is the synchronous or asynchronous sibling of "
+        "(same model, GPUs and framework): the realism check compares their speed-up",
+    ),
 )
 REFERENCE_KEYS = keys(REFERENCE_FIELDS)
 
@@ -74,6 +81,9 @@ class ReferenceRun:
         Measured phase times: name -> (seconds, vertex names the phase covers).
     source, framework, settings
         Citation, framework and its settings in words.
+    pair
+        The name of the published run this one is the synchronous or
+        asynchronous sibling of ("" when it has none).
     """
 
     step_time_s: float
@@ -81,6 +91,7 @@ class ReferenceRun:
     phases: tuple[tuple[str, float, tuple[str, ...]], ...] = ()
     framework: str = ""
     settings: str = ""
+    pair: str = ""
 
 
 def parse_reference(data: Any) -> ReferenceRun | None:
