@@ -62,6 +62,13 @@ def print_sizes(problem: Problem) -> None:
         params = parameter_count(spec, model)
         shape = f"{spec.layers} layers, d {spec.hidden_dim}"
         print(f"  {model:<10} {params / 1e9:8.3f} B parameters ({shape})")
+    rule = instance.reward_rule
+    if rule is not None:
+        print(
+            f"  {'reward':<10} rule on CPU: {rule.seconds_per_sample:g} s per sample, "
+            f"{rule.workers} worker(s), {instance.reward_rule_seconds:.4g} s per step "
+            "(a delay before the reward's consumers, no vertex)"
+        )
     print(
         f"plan space   {len(cluster.blocks)} blocks, {len(cluster.shapes)} shapes, "
         f"{directory.size} candidates, "

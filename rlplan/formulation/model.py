@@ -7,7 +7,8 @@ candidate directory and cost model the simulator uses:
   and transient bytes per GPU;
 * runs (vertex, step) and the template edges, with the pairwise transfer lags
   as a function of the two endpoints' blocks (data edges) or of the source
-  block and the destination assignment (pub edges);
+  block and the destination assignment (pub edges), and the fixed delay a
+  data edge may carry (a rule reward's CPU stage, added to its lag);
 * the staleness candidates and which pub edge each one switches on;
 * the integer time unit, the horizon from the best heuristic plan, and the
   conversion of a plan into a warm start.
@@ -79,15 +80,25 @@ class Formulation:
     upper_bound: float
     #: Vertex whose block is fixed to start at GPU 0 (symmetry breaking), or None.
     symmetry_root: int | None = None
+    #: Delay (seconds) of every data edge, in ``data_edges`` order (empty: none).
+    data_delays: tuple[float, ...] = ()
     stats: dict = field(default_factory=dict)
     _elsewhere: dict = field(default_factory=dict, repr=False)
     _covering: dict = field(default_factory=dict, repr=False)
 
     # -- coefficients ------------------------------------------------------------------
 
-    def data_lag_at(self, level: str) -> int:
-        """Lag (units, rounded down) of a data edge between two different blocks at ``level``."""
-        return self.to_units(self.problem.directory.cost.data_lag(False, level))
+    def data_lag_at(self, level: str, delay: float = 0.0) -> int:
+        """Lag (units, rounded down) of a data edge between two different blocks at ``level``.
+
+        ``delay`` is the edge's fixed delay in seconds (:meth:`data_delay`),
+        added before rounding: one floor per edge, as the time unit assumes.
+        """
+        return self.to_units(self.problem.directory.cost.data_lag(False, level) + delay)
+
+    def data_delay(self, index: int) -> float:
+        """Fixed delay (seconds) of data edge ``index``: a rule reward's stage, else 0."""
+        return self.data_delays[index] if index < len(self.data_delays) else 0.0
 
     def pub_lag_at(self, model: str, level: str, target: Assignment) -> int:
         """Lag (units) of a pub edge from another block spanning ``level`` with the user's block.
@@ -496,6 +507,7 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
         gpu_units=gpu_units,
         upper_bound=upper_bound,
         symmetry_root=root,
+        data_delays=template.data_delays,
     )
     formulation.stats = {
         "assignments": sum(len(items) for items in assignments),

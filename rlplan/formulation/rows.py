@@ -112,16 +112,21 @@ def data_rows(f: Formulation) -> Iterator[LagRow]:
 
     The data-transfer lag depends only on the level the two blocks span, so
     a row is switched on by the destination's block and the source being on
-    another block spanning that level with it.
+    another block spanning that level with it. An edge's fixed delay (a rule
+    reward's stage, :meth:`Formulation.data_delay`) is in every one of its
+    rows: the plain one is ``start >= end + delay``, a lag row adds it to
+    the transfer.
     """
-    data_lags = {level: f.data_lag_at(level) for level in LEVELS}
+    delays = [f.data_delay(index) for index in range(len(f.data_edges))]
+    plain = [f.to_units(delay) for delay in delays]
+    data_lags = [{level: f.data_lag_at(level, delay) for level in LEVELS} for delay in delays]
     for step in range(f.k_eval):
-        for src, dst in f.data_edges:
+        for index, (src, dst) in enumerate(f.data_edges):
             before, after = f.run(src, step), f.run(dst, step)
-            yield LagRow(before, after, 0)
+            yield LagRow(before, after, plain[index])
             for target in f.blocks_of(dst):
-                for level, lag in data_lags.items():
-                    if lag <= 0:
+                for level, lag in data_lags[index].items():
+                    if lag <= plain[index]:
                         continue
                     blocks = f.elsewhere_blocks(src, target, level)
                     if blocks:

@@ -3,7 +3,9 @@
 Colour tells the vertex, hatching the step; dotted and dashed lines mark node
 and rack boundaries on the GPU axis. The legend sits outside the axes and the
 title carries the plan's status and step time. A run is labelled only where its
-label fits inside its rectangle without touching another label.
+label fits inside its rectangle without touching another label. CPU stages
+(a rule reward, ``reward.rule``) are drawn on a row of their own, ``CPU``,
+below the GPUs.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ STEP_HATCHES = ("", "///", "\\\\\\", "xxx", "...", "+++", "ooo", "---")
 
 #: Artist ids of the boundary lines (for callers and tests that look for them).
 NODE_BOUNDARY, RACK_BOUNDARY = "node-boundary", "rack-boundary"
+#: Artist id of the line above the CPU row, and the row's tick label.
+CPU_ROW, CPU_LABEL = "cpu-row", "CPU"
 
 #: Most per-GPU ticks on the GPU axis before ticks move to node or rack starts.
 _MAX_TICKS = 16
@@ -45,6 +49,13 @@ def _boundaries(hardware: Hardware) -> tuple[list[int], list[int]]:
     racks = list(range(per_rack, num_gpus, per_rack))
     nodes = [g for g in range(per_node, num_gpus, per_node) if g % per_rack]
     return nodes, racks
+
+
+def _span(event: Event, num_gpus: int) -> tuple[int, int]:
+    """Rows ``[low, high)`` of an event: its GPUs, or the CPU row after the last GPU."""
+    if event.kind == "cpu":
+        return num_gpus, num_gpus + 1
+    return min(event.gpus), max(event.gpus) + 1
 
 
 def _gpu_ticks(hardware: Hardware) -> tuple[list[float], list[str]]:
@@ -102,7 +113,8 @@ def gantt_figure(
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    runs = [e for e in trace.events if e.kind == "compute" and e.gpus]
+    runs = [e for e in trace.events if (e.kind == "compute" and e.gpus) or e.kind == "cpu"]
+    cpu_row = any(event.kind == "cpu" for event in runs)
     names = sorted({event.vertex for event in runs})
     colour = _vertex_colours(names)
     nodes, racks = _boundaries(hardware)
@@ -111,12 +123,14 @@ def gantt_figure(
     figure = Figure(figsize=(12, height), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    rectangles = _draw_runs(axes, runs, colour)
+    rectangles = _draw_runs(axes, runs, colour, hardware.num_gpus)
     for position in nodes:
         axes.axhline(position, **_NODE_STYLE, gid=NODE_BOUNDARY, zorder=3)
     for position in racks:
         axes.axhline(position, **_RACK_STYLE, gid=RACK_BOUNDARY, zorder=3)
-    _set_axes(axes, trace, hardware, _title(trace, instance_name, status, step_time))
+    if cpu_row:
+        axes.axhline(hardware.num_gpus, color="black", linewidth=1.0, gid=CPU_ROW, zorder=3)
+    _set_axes(axes, trace, hardware, _title(trace, instance_name, status, step_time), cpu_row)
     axes.legend(
         handles=handles,
         loc="upper left",
@@ -182,14 +196,14 @@ def _legend_handles(
 
 
 def _draw_runs(
-    axes: Axes, runs: list[Event], colour: dict[str, Any]
+    axes: Axes, runs: list[Event], colour: dict[str, Any], num_gpus: int
 ) -> list[tuple[Event, Rectangle]]:
-    """Add one rectangle per run (its GPU span over its time) and return them with their runs."""
+    """Add one rectangle per run (its GPU span, or the CPU row, over its time) and return them."""
     from matplotlib.patches import Rectangle
 
     rectangles = []
     for event in runs:
-        low, high = min(event.gpus), max(event.gpus) + 1
+        low, high = _span(event, num_gpus)
         rectangle = Rectangle(
             (event.start, low + 0.05),
             event.end - event.start,
@@ -205,11 +219,15 @@ def _draw_runs(
     return rectangles
 
 
-def _set_axes(axes: Axes, trace: Trace, hardware: Hardware, title: str) -> None:
-    """Limits, GPU ticks, axis labels and the title."""
+def _set_axes(
+    axes: Axes, trace: Trace, hardware: Hardware, title: str, cpu_row: bool = False
+) -> None:
+    """Limits, GPU ticks (and the CPU row's), axis labels and the title."""
     axes.set_xlim(0, trace.makespan * 1.01 if trace.makespan > 0 else 1.0)
-    axes.set_ylim(hardware.num_gpus, 0)
+    axes.set_ylim(hardware.num_gpus + (1 if cpu_row else 0), 0)
     ticks, labels = _gpu_ticks(hardware)
+    if cpu_row:
+        ticks, labels = [*ticks, hardware.num_gpus + 0.5], [*labels, CPU_LABEL]
     axes.set_yticks(ticks, labels)
     axes.set_xlabel("time (s)")
     axes.set_ylabel("GPU (flat index)")
@@ -232,7 +250,7 @@ def _label_runs(figure: Figure, axes: Axes, rectangles: list[tuple[Event, Rectan
         if box.width < 8 or box.height < 6:
             continue
         x = (event.start + event.end) / 2
-        y = (min(event.gpus) + max(event.gpus) + 1) / 2
+        y = (rectangle.get_y() * 2 + rectangle.get_height()) / 2
         candidates = (
             (f"{event.vertex}\nstep {event.step}", 0),
             (f"{event.vertex} s{event.step}", 0),

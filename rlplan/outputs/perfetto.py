@@ -13,6 +13,8 @@ document the Chrome and Perfetto JSON importers follow): ``{"traceEvents":
   the file stays small and readable;
 * transfers (the lags of data and weight edges) are complete events on
   their own process, one thread per edge (``actor.generate -> critic.infer``);
+* CPU stages (a rule reward, ``reward.rule``) are complete events on a
+  ``CPU`` process, one thread per stage;
 * process and thread names (and sort indices) are metadata events
   (``"ph": "M"``).
 
@@ -172,8 +174,9 @@ def perfetto_trace(
     """
     builder = _Builder()
     per_gpu = hardware.num_gpus <= max_gpu_tracks
-    runs = [event for event in trace.events if event.kind != "transfer"]
+    runs = [event for event in trace.events if event.kind == "compute"]
     transfers = [event for event in trace.events if event.kind == "transfer"]
+    stages = [event for event in trace.events if event.kind == "cpu"]
     node_pid: dict[int, int] = {}
     if per_gpu:
         for gpu in range(hardware.num_gpus):
@@ -218,6 +221,8 @@ def perfetto_trace(
                 "duration_s": event.end - event.start,
             }
             builder.complete(transfer_pid, edge, name, "transfer", start, end, args)
+    if stages:
+        _cpu_stages(builder, stages, transfer_pid + 1)
     builder.events.sort(key=lambda item: (item["ts"], item["pid"], item["tid"]))
     return {
         "traceEvents": builder.metadata + builder.events,
@@ -231,6 +236,20 @@ def perfetto_trace(
             "tracks": "per GPU" if per_gpu else "per block",
         },
     }
+
+
+def _cpu_stages(builder: _Builder, stages: list[Event], pid: int) -> None:
+    """CPU stages on process ``pid`` (``CPU``), one track per stage name."""
+    builder.process(pid, "CPU")
+    for order, name in enumerate(sorted({event.vertex for event in stages})):
+        builder.track(pid, name, name, order)
+    for event in sorted(stages, key=lambda e: (e.start, e.end, e.vertex, e.step)):
+        args = {**_run_args(event), "gpus": "none (CPU)"}
+        if event.source:
+            args["after"] = f"{event.source[0]} step {event.source[1]}"
+        builder.complete(
+            pid, event.vertex, event.vertex, "cpu", _ns(event.start), _ns(event.end), args
+        )
 
 
 def write_perfetto(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlplan.outputs.html_page import HtmlReport
+from rlplan.outputs.vocabulary import reward_rule_view
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.strategy import DIMENSIONS, Dimension
@@ -171,6 +172,13 @@ def _placement(report: HtmlReport, problem: Problem, result: Result) -> None:
                 ", ".join(sorted(pins.pinned_fields(vertex.name))) or None,
             ]
         )
+    rule = reward_rule_view(problem.for_plan(plan))
+    if rule is not None:
+        # A CPU stage: no block, strategy or memory; its time per step.
+        blank = [None] * (len(_COUNTED) + 1)
+        where = f"CPU, {rule['workers']} worker{'s' if rule['workers'] > 1 else ''}"
+        run_time = f"{rule['seconds_per_step']:.4f} s"
+        rows.append([rule["stage"], where, None, None, None, None, *blank, run_time, None, None])
     report.heading("Placement")
     report.table(
         (

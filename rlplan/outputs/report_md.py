@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlplan.outputs.vocabulary import framework_markdown, framework_view
+from rlplan.outputs.vocabulary import framework_markdown, framework_view, reward_rule_view
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.solvers.result import Result
@@ -59,6 +59,18 @@ def memory_rows(peaks: tuple[float, ...] | list[float]) -> list[str]:
         rows.append(f"| {gpus} | {shown[start]} |")
         start = gpu
     return rows
+
+
+def _rule_rows(problem: Problem) -> list[str]:
+    """The placement row of a rule reward's CPU stage (none when the reward is a model)."""
+    rule = reward_rule_view(problem)
+    if rule is None:
+        return []
+    workers = f"{rule['workers']} worker{'s' if rule['workers'] > 1 else ''}"
+    return [
+        f"| {rule['stage']} | none (CPU) | {workers} | — | — | — | — | "
+        f"{rule['seconds_per_step']:.4f} s | — | — |"
+    ]
 
 
 def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
@@ -124,6 +136,7 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
             f"{strategy.microbatches} | {candidate.time:.4f} s | {candidate.memory / 1e9:.2f} GB | "
             f"{', '.join(sorted(pins.pinned_fields(vertex.name))) or '—'} |"
         )
+    lines += _rule_rows(problem.for_plan(plan))
     lines += ["", "## Staleness", ""]
     lines += [
         f"- {model}: {value}" + (" (pinned)" if pins.staleness_of(model) is not None else "")

@@ -27,7 +27,10 @@ Conventions fixed here:
   their runs overlap in time in the simulated trace (any steps);
 * settings the instance pins (``placement.pin``) are listed per vertex under
   ``pinned`` (plan-file field names) and marked with a dagger in the
-  markdown table.
+  markdown table;
+* a rule-based reward is no vertex: ``reward_rule`` gives its CPU stage
+  (``reward.rule``), its workers, its time per sample and per step and the
+  vertices that wait for it.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.model.cost import Strategy
 from rlplan.rpeg.model.plan import Plan
 from rlplan.rpeg.strategy import DIMENSIONS, Dimension, dimension, dimensions_of
-from rlplan.rpeg.templates import Kind
+from rlplan.rpeg.templates import RULE_STAGE, Kind
 
 #: What the sharding candidates are called in the frameworks.
 SHARDING_WORDS = dimension("sharding").words
@@ -307,6 +310,40 @@ FUSED_WORDS = (
 )
 
 
+def reward_rule_view(problem: Problem) -> dict[str, Any] | None:
+    """The rule reward's CPU stage (None when the reward is a model or absent).
+
+    Returns
+    -------
+    dict or None
+        ``stage`` (:data:`~rlplan.rpeg.templates.RULE_STAGE`), ``workers``,
+        ``seconds_per_sample``, ``seconds_per_step`` (``ceil(B*K / w) * t``)
+        and ``before``: the vertices that wait for it.
+    """
+    instance, template = problem.instance, problem.directory.template
+    rule = instance.reward_rule
+    if rule is None:
+        return None
+    return {
+        "stage": RULE_STAGE,
+        "workers": rule.workers,
+        "seconds_per_sample": rule.seconds_per_sample,
+        "seconds_per_step": instance.reward_rule_seconds,
+        "before": [template.names[edge.dst] for edge in template.stage_edges],
+    }
+
+
+def reward_rule_words(view: dict[str, Any]) -> str:
+    """One sentence on a :func:`reward_rule_view`: what runs, where, for how long."""
+    workers = view["workers"]
+    return (
+        f"{view['stage']}: a rule-based reward (no model, no GPU) on {workers} CPU "
+        f"worker{'s' if workers > 1 else ''}, {view['seconds_per_sample']:g} s per sample, "
+        f"{view['seconds_per_step']:.4g} s per step between actor.generate and "
+        f"{', '.join(view['before'])}"
+    )
+
+
 def framework_view(problem: Problem, plan: Plan, trace: Trace | None = None) -> dict[str, Any]:
     """The plan in the vocabulary of verl, NeMo RL and OpenRLHF.
 
@@ -336,7 +373,8 @@ def framework_view(problem: Problem, plan: Plan, trace: Trace | None = None) -> 
         the settings rest on (``sequences_per_step``,
         ``tokens_per_sequence``, ``memory_per_gpu_bytes``). PPO plans add
         ``template`` (``separate`` or ``ac_share``), and fused ones
-        ``fused_actor_critic``: :data:`FUSED_WORDS`.
+        ``fused_actor_critic``: :data:`FUSED_WORDS`. A rule-based reward
+        adds ``reward_rule`` (:func:`reward_rule_view`).
     """
     problem = problem.for_plan(plan)
     if trace is None:
@@ -348,6 +386,9 @@ def framework_view(problem: Problem, plan: Plan, trace: Trace | None = None) -> 
         extra["template"] = plan.template
         if plan.fused:
             extra["fused_actor_critic"] = FUSED_WORDS
+    rule = reward_rule_view(problem)
+    if rule is not None:
+        extra["reward_rule"] = rule
     return {
         **extra,
         "sequences_per_step": instance.workload.sequences,
@@ -455,6 +496,8 @@ def framework_markdown(view: dict[str, Any]) -> list[str]:
         )
     if any(entry.get("pinned") for entry in view["vertices"].values()):
         lines += ["", f"{PIN_MARK.strip()} pinned in the instance (placement.pin)."]
+    if view.get("reward_rule"):
+        lines += ["", f"Reward: {reward_rule_words(view['reward_rule'])}."]
     lines += ["", "Colocated (sharing GPUs, run one after the other):", ""]
     if view["colocated"]:
         for group in view["colocated"]:

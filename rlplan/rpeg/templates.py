@@ -27,6 +27,17 @@ ac.infer``, which takes the ``ac`` staleness as ``critic.train ->
 critic.infer`` takes the critic's, except that it is synchronous when old
 log-probs are recomputed (``ac.infer`` then replaces ``actor.infer``, whose
 log-probs must come from the current policy).
+
+Rule reward (``models.reward: {kind: rule}``): the reward is a function run on
+CPU workers, not a model, so the template has no ``reward.infer``. Its place
+in the graph becomes a fixed *delay* on the data edges that replace it:
+``actor.generate`` -> each consumer of the reward (``actor.train`` in GRPO,
+``actor.train`` and ``critic.train`` in PPO, ``ac.train`` in AC-share), each
+carrying :attr:`Edge.delay_s` (the stage's seconds) and the stage's name
+:data:`RULE_STAGE`. A consumer then starts no earlier than the rollout's end
+plus the delay (plus the data transfer between their blocks). An edge that
+already joins the rollout to the consumer keeps one edge with the larger
+constraint (docs/templates.md, "Rule rewards").
 """
 
 from __future__ import annotations
@@ -39,6 +50,10 @@ SEPARATE = "separate"
 FUSED = "ac_share"
 #: The fused actor-critic model of the AC-share template.
 AC_MODEL = "ac"
+#: The name of a rule reward's CPU stage (on the data edges that carry its delay).
+RULE_STAGE = "reward.rule"
+#: The vertex a rule reward replaces, and the vertex whose samples it scores.
+REWARD_VERTEX, ROLLOUT_VERTEX = "reward.infer", "actor.generate"
 
 
 class Kind(Enum):
@@ -75,7 +90,9 @@ class Edge:
 
     ``kind`` is ``"data"`` (same step) or ``"pub"`` (weights of ``model``
     from its train vertex to a user in a later step). A ``synchronous`` pub
-    edge ignores the model's staleness (always 0).
+    edge ignores the model's staleness (always 0). A data edge may carry a
+    plan-independent ``delay_s`` (seconds) added to its lag, the time of the
+    CPU ``stage`` between its endpoints (a rule reward, :data:`RULE_STAGE`).
     """
 
     src: int
@@ -83,6 +100,8 @@ class Edge:
     kind: str
     model: str | None = None
     synchronous: bool = False
+    delay_s: float = 0.0
+    stage: str | None = None
 
     @property
     def staleness_model(self) -> str | None:
@@ -122,6 +141,16 @@ class Template:
         """Models with a train vertex, in template order."""
         return tuple(v.model for v in self.vertices if v.kind is Kind.TRAIN)
 
+    @property
+    def stage_edges(self) -> tuple[Edge, ...]:
+        """The data edges carrying a CPU stage (a rule reward's), in data-edge order."""
+        return tuple(edge for edge in self.data_edges if edge.stage is not None)
+
+    @property
+    def data_delays(self) -> tuple[float, ...]:
+        """The delay (seconds) of every data edge, in data-edge order."""
+        return tuple(edge.delay_s for edge in self.data_edges)
+
     def depths(self) -> tuple[int, ...]:
         """Longest-path depth of each vertex over the data edges."""
         depth = [0] * len(self.vertices)
@@ -132,13 +161,51 @@ class Template:
         return tuple(depth)
 
 
-def _build(algorithm: str, vertex_names: list[str], data: list[tuple[str, str]]) -> Template:
+def _data_edges(
+    position: dict[str, int], data: list[tuple[str, str]], delays: dict[tuple[str, str], float]
+) -> tuple[Edge, ...]:
+    """Data edges between named vertices; those in ``delays`` carry the rule stage."""
+    return tuple(
+        Edge(position[src], position[dst], "data")
+        if (src, dst) not in delays
+        else Edge(
+            position[src], position[dst], "data", delay_s=delays[(src, dst)], stage=RULE_STAGE
+        )
+        for src, dst in data
+    )
+
+
+def _without_reward(
+    names: list[str], data: list[tuple[str, str]], delay: float
+) -> tuple[list[str], list[tuple[str, str]], dict[tuple[str, str], float]]:
+    """Drop ``reward.infer``: the rollout feeds each of its consumers through the rule's delay.
+
+    An edge rollout -> consumer that already exists stays one edge, with the
+    larger delay (its lag plus the delay is the larger constraint).
+    """
+    consumers = [dst for src, dst in data if src == REWARD_VERTEX]
+    kept = [edge for edge in data if REWARD_VERTEX not in edge]
+    delays: dict[tuple[str, str], float] = {}
+    for consumer in consumers:
+        edge = (ROLLOUT_VERTEX, consumer)
+        if edge not in kept:
+            kept.append(edge)
+        delays[edge] = max(delays.get(edge, 0.0), delay)
+    return [name for name in names if name != REWARD_VERTEX], kept, delays
+
+
+def _build(
+    algorithm: str,
+    vertex_names: list[str],
+    data: list[tuple[str, str]],
+    delays: dict[tuple[str, str], float] | None = None,
+) -> Template:
     vertices = []
     for name in vertex_names:
         model, kind = name.split(".")
         vertices.append(Vertex(model, Kind(kind)))
     position = {vertex.name: index for index, vertex in enumerate(vertices)}
-    data_edges = tuple(Edge(position[src], position[dst], "data") for src, dst in data)
+    data_edges = _data_edges(position, data, delays or {})
     pub_edges = []
     for vertex in vertices:
         if vertex.kind is not Kind.TRAIN:
@@ -195,7 +262,9 @@ _TEMPLATES: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
 }
 
 
-def _build_fused(recompute_logprobs: bool, reference_model: bool) -> Template:
+def _build_fused(
+    recompute_logprobs: bool, reference_model: bool, reward_delay: float | None = None
+) -> Template:
     """The PPO template with actor and critic fused into ``ac`` (see the module docstring)."""
     vertices = [Vertex(AC_MODEL, Kind.GENERATE, label="actor")]
     if reference_model:
@@ -205,10 +274,14 @@ def _build_fused(recompute_logprobs: bool, reference_model: bool) -> Template:
         Vertex(AC_MODEL, Kind.INFER),
         Vertex(AC_MODEL, Kind.TRAIN),
     ]
-    position = {vertex.name: index for index, vertex in enumerate(vertices)}
     infers = [v.name for v in vertices if v.kind is Kind.INFER]
     data = [("actor.generate", name) for name in infers] + [(name, "ac.train") for name in infers]
-    data_edges = tuple(Edge(position[src], position[dst], "data") for src, dst in data)
+    delays: dict[tuple[str, str], float] = {}
+    if reward_delay is not None:
+        names, data, delays = _without_reward([v.name for v in vertices], data, reward_delay)
+        vertices = [v for v in vertices if v.name in names]
+    position = {vertex.name: index for index, vertex in enumerate(vertices)}
+    data_edges = _data_edges(position, data, delays)
     train = position["ac.train"]
     pub_edges = (
         Edge(train, position["actor.generate"], "pub", model=AC_MODEL),
@@ -222,6 +295,7 @@ def build_template(
     recompute_logprobs: bool = False,
     reference_model: bool = True,
     fused: bool = False,
+    reward_delay: float | None = None,
 ) -> Template:
     """Return the RPEG template of ``algorithm`` (``ppo``, ``grpo`` or ``dpo``).
 
@@ -238,13 +312,18 @@ def build_template(
         edges are dropped (KL-free recipes such as DAPO).
     fused
         The AC-share template (PPO only): actor and critic fused into ``ac``.
+    reward_delay
+        Seconds of a rule reward's CPU stage: ``reward.infer`` is dropped and
+        ``actor.generate`` feeds its consumers through edges carrying this
+        delay (see the module docstring). None (the default): the reward is
+        a model and keeps its vertex. Ignored by DPO, which has no reward.
     """
     if algorithm not in _TEMPLATES:
         raise ValueError(f"unknown algorithm {algorithm!r}")
     if fused:
         if algorithm != "ppo":
             raise ValueError(f"the fused actor-critic template is PPO only, not {algorithm}")
-        return _build_fused(recompute_logprobs, reference_model)
+        return _build_fused(recompute_logprobs, reference_model, reward_delay)
     names, data = _TEMPLATES[algorithm]
     names, data = list(names), list(data)
     if not reference_model:
@@ -257,7 +336,10 @@ def build_template(
             *data,
             ("actor.infer", "actor.train"),
         ]
-    return _build(algorithm, names, data)
+    delays: dict[tuple[str, str], float] = {}
+    if reward_delay is not None and REWARD_VERTEX in names:
+        names, data, delays = _without_reward(names, data, reward_delay)
+    return _build(algorithm, names, data, delays)
 
 
 @dataclass(frozen=True)

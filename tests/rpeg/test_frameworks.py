@@ -154,7 +154,15 @@ def test_published_nemo_plan_as_verl(nemo):
         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
         "actor_rollout_ref.ref.megatron.pipeline_model_parallel_size=2",
         "actor_rollout_ref.ref.megatron.param_offload=true",
-        "reward_model.micro_batch_size_per_gpu=8",
+        # The published run's reward is a rule: no reward model, a scoring function.
+        "# reward.rule: a rule-based reward (no model, no GPU) on 8 CPU workers, 0.02 s per "
+        "sample, 5.12 s per step between actor.generate and actor.train; verl scores it with a "
+        "function (custom_reward_function.path and .name, verl/trainer/config/ppo_trainer.yaml; "
+        "default verl.utils.reward_score)",
+        "reward_model.enable=false",
+        "# not expressible in verl: 8 reward workers (the naive and dapo reward managers score "
+        "the batch in one loop in the driver: verl/workers/reward_manager/naive.py; the prime "
+        "manager runs a process pool of its own size, prime.py)",
         "# not expressible in verl: actor.infer offload false while actor.train offload true "
         "(one set of offload flags for the actor)",
     ]
@@ -163,6 +171,7 @@ def test_published_nemo_plan_as_verl(nemo):
     assert lines.index(expected[4]) < lines.index(expected[6])  # kept in order
     assert not any("staleness" in line for line in lines)  # on-policy: nothing to say
     assert not any(line.startswith("reward_model.enable_resource_pool") for line in lines)
+    assert not any(line.startswith("reward_model.micro_batch_size_per_gpu") for line in lines)
     for line in lines:
         assert line.startswith("# ") or ("=" in line and " " not in line)
 
@@ -190,9 +199,12 @@ def test_published_nemo_plan_as_openrlhf(nemo):
         "--ds.enable_sleep",
         "--rollout.micro_batch_size 8",
         "--ref.offload",
+        "--reward.remote_url reward_func.py",
     ]
     for line in expected:
         assert line in lines
+    assert not any(line.startswith("--reward.num_") for line in lines)  # no reward model group
+    assert "--reward.remote_url -> --remote_rm_url" in lines[-1]
     assert "--train.async_enable" not in lines
     assert "--ds.adam_offload" not in lines
     assert lines[-1].startswith("# OpenRLHF <= 0.10.0 spells these flags: ")
@@ -236,10 +248,13 @@ def test_published_nemo_plan_as_nemo_rl(nemo):
     assert document["cluster"] == {"num_nodes": 2, "gpus_per_node": 8}
     lines = text.splitlines()
     assert "      gpu_memory_utilization: 0.48" in lines
+    # The rule reward: math verification on env.math.num_workers Ray workers, no GPU.
+    assert document["env"] == {"math": {"num_workers": 8}}
     assert (
-        "# not expressible in NeMo RL: reward.infer on GPUs 0-15 (tp 1, pp 1, dp 16) sharing "
-        "GPUs with other vertices (a reward model environment runs on GPUs of its own: "
-        "env.reward_model.resources; a rule-based environment such as math needs no GPU)"
+        "# reward.rule: a rule-based reward (no model, no GPU) on 8 CPU workers, 0.02 s per "
+        "sample, 5.12 s per step between actor.generate and actor.train; a rule-based "
+        "environment on Ray CPU workers (env.math here, the math environment of "
+        "examples/configs/grpo_math_1B.yaml; use your task's)"
     ) in lines
     assert (
         "# actor.train offload: NeMo RL moves the training states to the host around "

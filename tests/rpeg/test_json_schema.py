@@ -19,7 +19,7 @@ from rlplan.rpeg.schema.fields import Field
 from rlplan.rpeg.schema.hardware import HARDWARE_FIELDS, Hardware
 from rlplan.rpeg.schema.instance import _PLACEMENT_KEYS, _SECTIONS, SolverConfig, parse_instance
 from rlplan.rpeg.schema.json_schema import _PLACEMENT_VALUES, _SOLVER_VALUES, instance_json_schema
-from rlplan.rpeg.schema.models import MODEL_FIELDS, ModelSpec
+from rlplan.rpeg.schema.models import MODEL_FIELDS, RULE_FIELDS, ModelSpec, RuleReward
 from rlplan.rpeg.schema.optimizer import OPTIMIZER_FIELDS, OptimizerConfig
 from rlplan.rpeg.schema.reference import REFERENCE_FIELDS, ReferenceRun
 from rlplan.rpeg.schema.workload import WORKLOAD_FIELDS, Workload
@@ -236,6 +236,7 @@ def test_schema_agrees_with_loader_on_mutations(validator, name, document, base_
     [
         (HARDWARE_FIELDS, Hardware),
         (MODEL_FIELDS, ModelSpec),
+        (RULE_FIELDS, RuleReward),
         (WORKLOAD_FIELDS, Workload),
         (OPTIMIZER_FIELDS, OptimizerConfig),
         (ENGINE_FIELDS, EngineConfig),

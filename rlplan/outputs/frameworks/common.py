@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlplan.outputs.vocabulary import framework_view
+from rlplan.outputs.vocabulary import framework_view, reward_rule_words
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.plan import Plan
@@ -130,6 +130,17 @@ class PlanFacts:
     def has(self, name: str) -> bool:
         """Whether the plan has vertex ``name``."""
         return name in self.blocks
+
+    @property
+    def reward_rule(self) -> dict[str, Any] | None:
+        """The rule reward's view (:func:`~rlplan.outputs.vocabulary.reward_rule_view`), or None."""
+        return self.view.get("reward_rule")
+
+    def reward_rule_comment(self, settings: Settings, how: str) -> None:
+        """A comment line on the rule reward's CPU stage and how the framework runs it."""
+        rule = self.reward_rule
+        assert rule is not None
+        settings.comment(f"{reward_rule_words(rule)}; {how}")
 
     def entry(self, name: str) -> dict[str, Any]:
         """The :func:`~rlplan.outputs.vocabulary.framework_view` entry of vertex ``name``."""

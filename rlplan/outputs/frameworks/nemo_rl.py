@@ -198,6 +198,16 @@ def _micro_batches(facts: PlanFacts, out: Settings) -> None:
 
 def _reward(facts: PlanFacts, out: Settings) -> bool:
     """Reward model environment keys; returns whether it has GPUs of its own."""
+    rule = facts.reward_rule
+    if rule is not None:
+        facts.reward_rule_comment(
+            out,
+            "a rule-based environment on Ray CPU workers (env.math here, the math "
+            "environment of examples/configs/grpo_math_1B.yaml; use your task's)",
+        )
+        # env.math.num_workers: nemo_rl/environments/math_environment.py (MathEnvConfig)
+        out.set("env.math.num_workers", rule["workers"])
+        return False
     if not facts.has("reward.infer"):
         return False
     others = [name for name in facts.blocks if name != "reward.infer"]

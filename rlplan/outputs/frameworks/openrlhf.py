@@ -73,6 +73,7 @@ LEGACY_FLAGS = {
     "--ds.adam_offload": "--adam_offload",
     "--ref.offload": "--ref_reward_offload",
     "--reward.offload": "--ref_reward_offload",
+    "--reward.remote_url": "--remote_rm_url",
     "--train.async_enable": "--async_train",
     "--train.async_queue_size": "--async_queue_size",
 }
@@ -105,6 +106,27 @@ def _workload(facts: PlanFacts, out: Settings) -> None:
     out.set("--rollout.max_new_tokens", workload.generation_length)
     if instance.engine.sequence_packing:
         out.set("--ds.packing_samples", True)
+
+
+#: Placeholder of the reward function's file: the plan does not know the user's.
+REWARD_FUNC_FILE = "reward_func.py"
+
+
+def _rule_reward(facts: PlanFacts, out: Settings) -> None:
+    """A rule reward: ``--reward.remote_url`` naming a Python file with ``reward_func``."""
+    facts.reward_rule_comment(
+        out,
+        f"OpenRLHF loads reward_func(queries, prompts, labels) from the .py file given as "
+        f"--reward.remote_url (openrlhf/utils/agent.py); replace {REWARD_FUNC_FILE} by yours",
+    )
+    out.set("--reward.remote_url", REWARD_FUNC_FILE)
+    rule = facts.reward_rule
+    assert rule is not None
+    if rule["workers"] > 1:
+        out.unsupported(
+            f"{rule['workers']} reward workers (reward_func runs in the vLLM engines' agent "
+            "executors, one call per sample: no worker count of its own)"
+        )
 
 
 def _group_anchor(facts: PlanFacts, group: str) -> str | None:
@@ -282,6 +304,8 @@ def settings(facts: PlanFacts, plan_name: str) -> Settings:
         "openrlhf/cli/train_ppo_ray.py), one per line",
     )
     _workload(facts, out)
+    if facts.reward_rule is not None:
+        _rule_reward(facts, out)
     actor_steps = facts.staleness.get("actor", 0)
     colocate_all = _placement(facts, out)
     if colocate_all and actor_steps == 0:

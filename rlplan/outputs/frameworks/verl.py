@@ -226,7 +226,29 @@ def _reference(facts: PlanFacts, out: Settings, megatron: bool) -> None:
         out.set("actor_rollout_ref.ref.fsdp_config.param_offload", _bool(offload))
 
 
+def _rule_reward(facts: PlanFacts, out: Settings) -> None:
+    """A rule reward: no reward model, a scoring function in the driver."""
+    rule = facts.reward_rule
+    assert rule is not None
+    facts.reward_rule_comment(
+        out,
+        "verl scores it with a function (custom_reward_function.path and .name, "
+        "verl/trainer/config/ppo_trainer.yaml; default verl.utils.reward_score)",
+    )
+    # reward_model.enable: verl/trainer/config/reward_model/reward_model.yaml
+    out.set("reward_model.enable", "false")
+    if rule["workers"] > 1:
+        out.unsupported(
+            f"{rule['workers']} reward workers (the naive and dapo reward managers score the "
+            "batch in one loop in the driver: verl/workers/reward_manager/naive.py; the prime "
+            "manager runs a process pool of its own size, prime.py)"
+        )
+
+
 def _reward(facts: PlanFacts, out: Settings, megatron: bool) -> None:
+    if facts.reward_rule is not None:
+        _rule_reward(facts, out)
+        return
     if not facts.has("reward.infer"):
         return
     offload = bool(facts.entry("reward.infer")[OFFLOAD.label])

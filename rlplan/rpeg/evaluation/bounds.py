@@ -20,8 +20,9 @@ class LowerBounds:
         model only adds efficiency losses, rounding and communication).
     critical_path
         Longest path of the unrolled graph with every vertex at its fastest
-        candidate, no transfer lag, and every trained model at its largest
-        staleness candidate (the fewest edges).
+        candidate, no transfer lag (but the fixed delay of a data edge, a
+        rule reward's stage, which every plan pays), and every trained model
+        at its largest staleness candidate (the fewest edges).
     """
 
     compute: float
@@ -53,11 +54,13 @@ def lower_bounds(directory: CandidateDirectory) -> LowerBounds:
         for model in template.trained_models
     }
     count = len(template.vertices)
+    delays = template.data_delays
     finish = [0.0] * (count * instance.k_eval)
-    predecessors: dict[int, list[int]] = {}
+    predecessors: dict[int, list[tuple[int, float]]] = {}
     for edge in unroll(template, instance.k_eval, staleness):
-        predecessors.setdefault(edge.dst, []).append(edge.src)
+        delay = delays[edge.template_edge] if 0 <= edge.template_edge < len(delays) else 0.0
+        predecessors.setdefault(edge.dst, []).append((edge.src, delay))
     for run in range(count * instance.k_eval):  # run ids are a topological order
-        ready = max((finish[p] for p in predecessors.get(run, ())), default=0.0)
+        ready = max((finish[p] + delay for p, delay in predecessors.get(run, ())), default=0.0)
         finish[run] = ready + fastest[run % count]
     return LowerBounds(compute=compute, critical_path=max(finish))

@@ -6,6 +6,11 @@ every GPU of its block becomes free. Runs are taken in the plan's ``order``
 when it has one (it must be topological), otherwise in a deterministic list
 order: the ready run that can start earliest, ties by step then template order.
 
+A data edge may carry a plan-independent delay (a rule reward's CPU stage,
+:mod:`rlplan.rpeg.templates`): it is added to the edge's lag whatever the
+blocks, and the trace shows the stage as one ``cpu`` event per step from the
+rollout's end (docs/simulator.md, "Rule rewards").
+
 Memory is checked under the static residency rule: a GPU's peak is the sum,
 over models with a vertex on it, of that model's largest resident footprint
 there, plus the largest transient of the vertices on it.
@@ -61,7 +66,12 @@ class Evaluation:
 
 @dataclass(frozen=True)
 class Event:
-    """One run or transfer in a trace."""
+    """One run, transfer or CPU stage in a trace.
+
+    ``kind`` is ``compute`` (a run on ``gpus``), ``transfer`` (a data or
+    weight transfer into ``vertex`` from ``source``) or ``cpu`` (a CPU stage
+    such as a rule reward, no GPUs, fed by ``source``).
+    """
 
     vertex: str
     step: int
@@ -172,6 +182,12 @@ class Simulator:
         self._model_of = tuple(models.index(v.model) for v in self.template.vertices)
         self._is_train = tuple(v.kind is Kind.TRAIN for v in self.template.vertices)
         self._data_edges = tuple((e.src, e.dst) for e in self.template.data_edges)
+        self._data_delays = self.template.data_delays
+        stages = self.template.stage_edges
+        #: (vertex feeding the CPU stage, its name, its seconds), or None.
+        self._stage = (
+            (stages[0].src, stages[0].stage, max(e.delay_s for e in stages)) if stages else None
+        )
         self._pub_edges = tuple((e.src, e.dst, e.model) for e in self.template.pub_edges)
         self._graphs: dict[tuple, tuple] = {}
         self._lag_cache: dict[tuple, float] = {}
@@ -217,22 +233,25 @@ class Simulator:
 
         Lags are cached by the positions (and, for pub edges, the layouts) of
         their two endpoints, so a plan costs one dictionary look-up per edge.
+        A data edge's lag is its transfer plus its delay (a rule reward's
+        stage, 0 on other edges).
         """
         if plan.fused != self.fused:
             return self.variant(plan.fused).lags(plan)
         placements = plan.placements
         cache = self._lag_cache
+        delays = self._data_delays
         lags = []
-        for src, dst in self._data_edges:
+        for index, (src, dst) in enumerate(self._data_edges):
             first, second = placements[src].block, placements[dst].block
             if first is second:
-                lags.append(0.0)
+                lags.append(delays[index])
                 continue
             key = (first.start, first.size, second.start, second.size)
             lag = cache.get(key)
             if lag is None:
                 lag = cache[key] = self._data_lag(first, second)
-            lags.append(lag)
+            lags.append(lag + delays[index])
         for index, (src, dst, _) in enumerate(self._pub_edges):
             source, target = placements[src], placements[dst]
             first, second = source.block, target.block
@@ -408,6 +427,41 @@ class Simulator:
             max(end), self.memory_violation(plan, candidates), tuple(placed), self.factor
         )
 
+    def _events(
+        self, plan: Plan, start: list[float], end: list[float], lags: list[float]
+    ) -> list[Event]:
+        """Runs by start, each followed by its CPU stage (if it feeds one) and its transfers."""
+        count, names = self.num_vertices, self.template.names
+        preds, _, _ = self.graph(plan.staleness)
+        delays = self._data_delays
+        events: list[Event] = []
+        for run in sorted(range(self.num_runs), key=lambda r: (start[r], r)):
+            vertex, step = run % count, run // count
+            block = plan.placements[vertex].block
+            events.append(
+                Event(names[vertex], step, "compute", start[run], end[run], tuple(block.gpus()))
+            )
+            if self._stage is not None and vertex == self._stage[0]:
+                _, stage, seconds = self._stage
+                source = (names[vertex], step)
+                events.append(Event(stage, step, "cpu", end[run], end[run] + seconds, (), source))
+            for pred, edge in preds[run]:
+                # A transfer follows its edge's delay (the CPU stage shown above).
+                delay = delays[edge] if 0 <= edge < len(delays) else 0.0
+                if edge >= 0 and lags[edge] - delay > 0:
+                    events.append(
+                        Event(
+                            names[vertex],
+                            step,
+                            "transfer",
+                            end[pred] + delay,
+                            end[pred] + lags[edge],
+                            (),
+                            (names[pred % count], pred // count),
+                        )
+                    )
+        return events
+
     def simulate(self, plan: Plan) -> Trace:
         """Full simulation: schedule, transfers, per-GPU memory and throughput."""
         if plan.fused != self.fused:
@@ -417,28 +471,7 @@ class Simulator:
         lags = self.lags(plan)
         start, end, _ = self._schedule(plan, durations, lags)
         count = self.num_vertices
-        names = self.template.names
-        preds, _, _ = self.graph(plan.staleness)
-        events: list[Event] = []
-        for run in sorted(range(self.num_runs), key=lambda r: (start[r], r)):
-            vertex, step = run % count, run // count
-            block = plan.placements[vertex].block
-            events.append(
-                Event(names[vertex], step, "compute", start[run], end[run], tuple(block.gpus()))
-            )
-            for pred, edge in preds[run]:
-                if edge >= 0 and lags[edge] > 0:
-                    events.append(
-                        Event(
-                            names[vertex],
-                            step,
-                            "transfer",
-                            end[pred],
-                            end[pred] + lags[edge],
-                            (),
-                            (names[pred % count], pred // count),
-                        )
-                    )
+        events = self._events(plan, start, end, lags)
         makespan = max(end)
         step_time = makespan / self.k_eval
         sequences = self.instance.workload.sequences

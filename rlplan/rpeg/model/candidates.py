@@ -196,6 +196,7 @@ class CandidateDirectory:
             instance.engine.recompute_logprobs,
             instance.engine.reference_model,
             fused=instance.fused,
+            reward_delay=instance.reward_rule_seconds,
         )
         #: Directories of the instance's other template (AC-share), built on first use.
         self._variants: dict[bool, CandidateDirectory] = {instance.fused: self}

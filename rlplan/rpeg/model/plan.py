@@ -26,7 +26,7 @@ from rlplan.rpeg.strategy import (
     all_plan_fields,
     dimensions_of,
 )
-from rlplan.rpeg.templates import AC_MODEL, FUSED, SEPARATE, Kind, Vertex
+from rlplan.rpeg.templates import AC_MODEL, FUSED, REWARD_VERTEX, SEPARATE, Kind, Vertex
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +242,12 @@ def _placements_from_json(
     if not isinstance(vertices, dict):
         raise PlanError("plan.vertices", "missing or not an object of vertex name -> placement")
     for name in vertices:
+        if name == REWARD_VERTEX and instance.reward_rule is not None:
+            raise PlanError(
+                f"plan.vertices.{name}",
+                "the instance's reward is a rule (models.reward kind rule), a CPU stage "
+                "without a placement: remove this entry",
+            )
         if name not in template.names:
             raise PlanError(
                 f"plan.vertices.{name}",

@@ -46,9 +46,12 @@ def instance_fingerprint(instance: Instance) -> str:
         ``"sha256:"`` and the first 16 hex digits of the SHA-256 of the
         canonical JSON of that content.
     """
+    models = {role: dataclasses.asdict(spec) for role, spec in instance.models.items()}
+    if instance.reward_rule is not None:
+        models["reward"] = {"kind": "rule", **dataclasses.asdict(instance.reward_rule)}
     content = {
         "hardware": dataclasses.asdict(instance.hardware),
-        "models": {role: dataclasses.asdict(spec) for role, spec in instance.models.items()},
+        "models": models,
         "workload": dataclasses.asdict(instance.workload),
         "algorithm": instance.algorithm,
         "k_eval": instance.k_eval,

@@ -32,7 +32,7 @@ from rlplan.rpeg.schema.checks import is_power_of_two as _is_power_of_two
 from rlplan.rpeg.schema.engine import EngineConfig, parse_engine
 from rlplan.rpeg.schema.hardware import Hardware, parse_hardware
 from rlplan.rpeg.schema.limits import check_list_size
-from rlplan.rpeg.schema.models import ModelSpec, parse_models
+from rlplan.rpeg.schema.models import RULE_ROLE, ModelSpec, RuleReward, parse_models
 from rlplan.rpeg.schema.optimizer import OptimizerConfig, parse_optimizer
 from rlplan.rpeg.schema.pins import Pins, narrowed_staleness, parse_pins
 from rlplan.rpeg.schema.policy import ALGORITHMS, REQUIRED_ROLES, TRAINED_MODELS, parse_policy
@@ -252,7 +252,13 @@ class Instance:
         Short name (the file's stem) used in output paths and reports.
     models
         Architecture per model: ``actor``, ``reference`` (the actor's
-        architecture) and, as the algorithm needs, ``reward`` and ``critic``.
+        architecture) and, as the algorithm needs, ``reward`` (unless it is
+        a rule) and ``critic``.
+    reward_rule
+        The rule-based reward (``models.reward: {kind: rule, ...}``) of a
+        PPO or GRPO instance, or None when the reward is a model (or the
+        algorithm has none). Its stage runs on CPUs, not as a vertex
+        (:mod:`rlplan.rpeg.templates`).
     warnings
         One-line notes about accepted but ignored input.
     template
@@ -277,6 +283,7 @@ class Instance:
     reference: ReferenceRun | None = None
     warnings: tuple[str, ...] = ()
     template: str | None = None
+    reward_rule: RuleReward | None = None
 
     def __post_init__(self) -> None:
         if self.template not in (None, SEPARATE, FUSED):
@@ -292,6 +299,8 @@ class Instance:
                 f"unknown algorithm {self.algorithm!r} (allowed: {', '.join(ALGORITHMS)})",
             )
         for role in (*REQUIRED_ROLES[self.algorithm], "reference"):
+            if role == RULE_ROLE and self.reward_rule is not None:
+                continue
             if role not in self.models:
                 raise InstanceError(f"models.{role}", f"missing: {self.algorithm} needs this model")
         if self.algorithm == "dpo" and not self.engine.reference_model:
@@ -303,6 +312,13 @@ class Instance:
     def k_eval(self) -> int:
         """Steps unrolled when a plan is evaluated."""
         return self.optimizer.k_eval
+
+    @property
+    def reward_rule_seconds(self) -> float | None:
+        """Seconds of the rule reward's stage per step, ``ceil(B*K / w) * t`` (None: no rule)."""
+        if self.reward_rule is None:
+            return None
+        return self.reward_rule.stage_seconds(self.workload.sequences)
 
     @property
     def trained_models(self) -> tuple[str, ...]:
@@ -393,7 +409,7 @@ def parse_instance(
         require(data, section, "")
     algorithm = parse_policy(data.get("policy"))
     hardware = parse_hardware(data["hardware"])
-    models, model_warnings = parse_models(data["models"], algorithm, base_dir)
+    models, reward_rule, model_warnings = parse_models(data["models"], algorithm, base_dir)
     warnings.extend(model_warnings)
     workload = parse_workload(data["workload"])
     optimizer = parse_optimizer(data["optimizer"], algorithm)
@@ -406,7 +422,13 @@ def parse_instance(
     engine = parse_engine(data.get("engine"))
     if data.get("placement") is not None:
         pins = parse_pins(
-            data["placement"].get("pin"), algorithm, engine, hardware, placement, optimizer
+            data["placement"].get("pin"),
+            algorithm,
+            engine,
+            hardware,
+            placement,
+            optimizer,
+            rule_reward=reward_rule is not None,
         )
         if pins and AC_MODEL in optimizer.staleness_candidates:
             _check_pins_with_ac_share(pins)
@@ -429,6 +451,7 @@ def parse_instance(
         engine=engine,
         reference=reference,
         warnings=tuple(warnings),
+        reward_rule=reward_rule,
     )
 
 

@@ -46,7 +46,7 @@ from rlplan.rpeg.schema.instance import (
     SolverConfig,
 )
 from rlplan.rpeg.schema.limits import MAX_GPUS, MAX_LIST_ITEMS
-from rlplan.rpeg.schema.models import MODEL_FIELDS
+from rlplan.rpeg.schema.models import MODEL_FIELDS, MODEL_KIND, RULE_FIELDS, RULE_KIND, RULE_ROLE
 from rlplan.rpeg.schema.optimizer import AC_SHARE_KEY, OPTIMIZER_FIELDS
 from rlplan.rpeg.schema.policy import (
     ALGORITHMS,
@@ -142,6 +142,10 @@ def _model() -> dict[str, Any]:
             "Path of a Hugging Face config.json (or its folder) whose shape fills the fields "
             "not written; relative to the instance file",
         ),
+        "kind": {
+            "description": f"What the entry is: {MODEL_KIND} (the default), a transformer",
+            "enum": [MODEL_KIND, None],
+        },
         **schema["properties"],
     }
     given = {"not": {"type": "null"}}
@@ -158,12 +162,29 @@ def _model() -> dict[str, Any]:
     return schema
 
 
+def _rule() -> dict[str, Any]:
+    """A rule reward: ``models.reward: {kind: rule, seconds_per_sample, workers}``."""
+    schema = _section(
+        RULE_FIELDS, f"models.{RULE_ROLE}", "A rule-based reward: a function run on CPU workers"
+    )
+    schema["properties"] = {
+        "kind": {"description": "A scoring function, not a model", "const": RULE_KIND},
+        **schema["properties"],
+    }
+    schema["required"] = ["kind", *schema["required"]]
+    return schema
+
+
 def _models() -> dict[str, Any]:
     """The ``models`` section (which roles are required depends on the algorithm)."""
+    model = {"$ref": "#/$defs/model"}
     return {
         "description": "Architecture per model role (the reference model is the actor's)",
         "type": "object",
-        "properties": {role: {"$ref": "#/$defs/model"} for role in KNOWN_ROLES},
+        "properties": {
+            role: {"anyOf": [model, {"$ref": "#/$defs/rule"}]} if role == RULE_ROLE else model
+            for role in KNOWN_ROLES
+        },
         "additionalProperties": False,
     }
 
@@ -360,5 +381,5 @@ def instance_json_schema() -> dict[str, Any]:
         "properties": sections,
         "required": list(REQUIRED_SECTIONS),
         "allOf": _algorithm_rules(),
-        "$defs": {"model": _model()},
+        "$defs": {"model": _model(), "rule": _rule()},
     }

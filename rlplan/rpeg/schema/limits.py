@@ -84,6 +84,10 @@ LIMITS: dict[str, Range] = {
     "model.head_dim": Range(1, 4096, "elements"),
     "model.kv_heads": Range(1, 4096, "heads"),
     "model.attention_heads": Range(1, 4096, "heads"),
+    # A rule reward (models.reward, kind rule): up to an hour per sample (a
+    # sandboxed test suite) and 65,536 workers.
+    "model.seconds_per_sample": Range(0, 3600, "seconds per sample"),
+    "model.workers": Range(1, 65536, "workers"),
     # Workload: up to a million prompts, 1024 samples each, a million-token
     # prompt and 131,072 generated tokens (the cost of a rollout grows with it).
     "workload.batch_size": Range(1, 1_000_000, "prompts"),

@@ -1,19 +1,38 @@
-"""The ``models`` section's entries: the shape of a decoder-only transformer.
+"""The ``models`` section's entries: the shape of a decoder-only transformer, or a rule.
 
 Fields are declared in :data:`MODEL_FIELDS` (:mod:`rlplan.rpeg.schema.fields`);
 ``preset`` (a name of :data:`rlplan.rpeg.schema.presets.MODEL_PRESETS`) or
 ``hf_config`` (a Hugging Face ``config.json``) fill the fields not written.
+
+An entry's ``kind`` is ``model`` (the default) or, for the reward only,
+``rule``: a scoring function run on CPU workers (math verification, unit
+tests) with the fields of :data:`RULE_FIELDS` (docs/instance.md, "Rule
+rewards").
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
 
-from rlplan.rpeg.errors import InstanceError
-from rlplan.rpeg.schema.checks import check_keys, mapping, positive_int, require
-from rlplan.rpeg.schema.fields import BOOLEAN, POSITIVE_INT, Field, keys, read_fields
+from rlplan.rpeg.errors import InstanceError, describe
+from rlplan.rpeg.schema.checks import (
+    check_keys,
+    mapping,
+    nonnegative_float,
+    positive_int,
+    require,
+)
+from rlplan.rpeg.schema.fields import (
+    BOOLEAN,
+    NONNEGATIVE_FLOAT,
+    POSITIVE_INT,
+    Field,
+    keys,
+    read_fields,
+)
 from rlplan.rpeg.schema.policy import KNOWN_ROLES, REQUIRED_ROLES
 from rlplan.rpeg.schema.presets import expand_model
 
@@ -35,8 +54,59 @@ MODEL_FIELDS = (
     ),
     Field("tied_embeddings", BOOLEAN, False, "Whether the output head shares the embedding"),
 )
-#: Every key of ``models.<role>``.
-MODEL_KEYS = ("preset", "hf_config", *keys(MODEL_FIELDS))
+#: What a ``models.<role>`` entry is: a transformer (the default) or a rule.
+MODEL_KIND, RULE_KIND = "model", "rule"
+KINDS = (MODEL_KIND, RULE_KIND)
+#: The one role a rule may stand for: every other role has weights to run or train.
+RULE_ROLE = "reward"
+#: Every key of a ``models.<role>`` transformer entry.
+MODEL_KEYS = ("kind", "preset", "hf_config", *keys(MODEL_FIELDS))
+#: The fields of a rule reward (``models.reward: {kind: rule, ...}``). verl's
+#: NaiveRewardManager and DAPORewardManager score the batch in one loop in the
+#: trainer's driver (volcengine/verl verl/workers/reward_manager/naive.py and
+#: dapo.py, ``for i in range(len(data))``): one worker, the default. NeMo RL's
+#: math environment splits the batch into ``env.math.num_workers`` chunks of
+#: ceil(N / w) samples verified by as many Ray workers (NVIDIA-NeMo/RL v0.4.0
+#: nemo_rl/environments/math_environment.py with utils.chunk_list_to_workers;
+#: examples/configs/grpo_math_1B.yaml sets num_workers 8).
+RULE_FIELDS = (
+    Field(
+        "seconds_per_sample",
+        NONNEGATIVE_FLOAT,
+        description="Seconds one worker takes to score one sample",
+    ),
+    Field("workers", POSITIVE_INT, 1, "Workers scoring samples in parallel"),
+)
+#: Every key of a rule entry.
+RULE_KEYS = ("kind", *keys(RULE_FIELDS))
+
+
+@dataclass(frozen=True)
+class RuleReward:
+    """A rule-based reward: a function scoring each sample on CPU workers.
+
+    Attributes
+    ----------
+    seconds_per_sample
+        Seconds one worker takes to score one sample (>= 0).
+    workers
+        Workers scoring in parallel; each takes an equal share of the samples.
+    """
+
+    seconds_per_sample: float
+    workers: int = 1
+
+    def __post_init__(self) -> None:
+        nonnegative_float(self.seconds_per_sample, "seconds_per_sample")
+        positive_int(self.workers, "workers")
+
+    def stage_seconds(self, samples: int) -> float:
+        """Seconds to score ``samples`` samples: ``ceil(samples / workers) * seconds_per_sample``.
+
+        The samples are split into ``workers`` chunks of at most
+        ``ceil(samples / workers)``; the stage ends with the largest chunk.
+        """
+        return math.ceil(samples / self.workers) * self.seconds_per_sample
 
 
 @dataclass(frozen=True)
@@ -106,6 +176,18 @@ class ModelSpec:
         return self.heads * self.head_dim
 
 
+def entry_kind(section: Any, path: str) -> str:
+    """The ``kind`` of the ``models.<role>`` entry at ``path``: :data:`MODEL_KIND` unless given."""
+    kind = mapping(section, path).get("kind")
+    if kind is None:
+        return MODEL_KIND
+    if isinstance(kind, str) and kind in KINDS:
+        return kind
+    raise InstanceError(
+        f"{path}.kind", f"unknown kind {describe(kind)} (allowed: {', '.join(KINDS)})"
+    )
+
+
 def parse_model(data: Any, path: str, base_dir: str | os.PathLike[str] | None = None) -> ModelSpec:
     """Build a :class:`ModelSpec` from ``models.<role>``.
 
@@ -114,7 +196,7 @@ def parse_model(data: Any, path: str, base_dir: str | os.PathLike[str] | None = 
     data
         The mapping as written: shape fields, or a ``preset`` name of
         :data:`rlplan.rpeg.schema.presets.MODEL_PRESETS` or an ``hf_config`` path, which
-        the other fields override.
+        the other fields override; ``kind``, if given, is ``model``.
     path
         Its field path (``models.actor``).
     base_dir
@@ -122,17 +204,48 @@ def parse_model(data: Any, path: str, base_dir: str | os.PathLike[str] | None = 
         file's); None for the current folder.
     """
     section = mapping(data, path)
+    if entry_kind(section, path) != MODEL_KIND:
+        raise InstanceError(
+            f"{path}.kind", f"a rule stands only for the reward (models.{RULE_ROLE}), not this role"
+        )
+    for key in keys(RULE_FIELDS):
+        if key in section:
+            raise InstanceError(
+                f"{path}.{key}", "a field of a rule reward: add kind: rule (this entry is a model)"
+            )
     check_keys(section, MODEL_KEYS, path)
-    values = read_fields(expand_model(section, path, base_dir), MODEL_FIELDS, path)
+    shape = {key: value for key, value in section.items() if key != "kind"}
+    values = read_fields(expand_model(shape, path, base_dir), MODEL_FIELDS, path)
     try:
         return ModelSpec(**values)
     except InstanceError as exc:
         raise InstanceError(f"{path}.{exc.path}", exc.message) from None
 
 
+def parse_rule(data: Any, path: str) -> RuleReward:
+    """Build a :class:`RuleReward` from a ``models.reward`` entry of kind ``rule``.
+
+    Raises
+    ------
+    InstanceError
+        Naming a model field given to the rule, a missing or negative
+        ``seconds_per_sample`` or a ``workers`` that is not a positive integer.
+    """
+    section = mapping(data, path)
+    for key in section:
+        if key in MODEL_KEYS and key != "kind":
+            raise InstanceError(
+                f"{path}.{key}",
+                "a model field, but the reward is a rule (kind: rule takes "
+                f"{', '.join(keys(RULE_FIELDS))})",
+            )
+    check_keys(section, RULE_KEYS, path)
+    return RuleReward(**read_fields(section, RULE_FIELDS, path))
+
+
 def parse_models(
     data: Any, algorithm: str, base_dir: str | os.PathLike[str] | None = None
-) -> tuple[dict[str, ModelSpec], list[str]]:
+) -> tuple[dict[str, ModelSpec], RuleReward | None, list[str]]:
     """Build the models of the ``models`` section that ``algorithm`` uses.
 
     Every role given is validated; a role the algorithm does not use is
@@ -141,7 +254,8 @@ def parse_models(
     Parameters
     ----------
     data
-        The ``models`` section: role -> shape (see :func:`parse_model`).
+        The ``models`` section: role -> shape (see :func:`parse_model`), or
+        for the reward a rule (see :func:`parse_rule`).
     algorithm
         The instance's algorithm (:data:`~rlplan.rpeg.schema.policy.REQUIRED_ROLES`).
     base_dir
@@ -149,18 +263,35 @@ def parse_models(
 
     Returns
     -------
-    tuple[dict[str, ModelSpec], list[str]]
-        Role -> model (with ``reference``), and the warnings.
+    tuple[dict[str, ModelSpec], RuleReward | None, list[str]]
+        Role -> model (with ``reference``; without ``reward`` when it is a
+        rule), the rule reward the algorithm uses (None: none, or a model),
+        and the warnings.
     """
     section = mapping(data, "models")
     check_keys(section, KNOWN_ROLES, "models")
     models: dict[str, ModelSpec] = {}
+    rule: RuleReward | None = None
     warnings = []
     for role in REQUIRED_ROLES[algorithm]:
-        models[role] = parse_model(require(section, role, "models"), f"models.{role}", base_dir)
+        parsed = _parse_role(require(section, role, "models"), role, base_dir)
+        if isinstance(parsed, RuleReward):
+            rule = parsed
+        else:
+            models[role] = parsed
     for role in section:
-        if role not in models:
-            parse_model(section[role], f"models.{role}", base_dir)
+        if role not in REQUIRED_ROLES[algorithm]:
+            _parse_role(section[role], role, base_dir)
             warnings.append(f"warning: models.{role} is not used by {algorithm}; ignored")
     models["reference"] = models["actor"]
-    return models, warnings
+    return models, rule, warnings
+
+
+def _parse_role(
+    data: Any, role: str, base_dir: str | os.PathLike[str] | None
+) -> ModelSpec | RuleReward:
+    """The entry ``models.<role>``: a rule for a reward of kind ``rule``, else a model."""
+    path = f"models.{role}"
+    if role == RULE_ROLE and entry_kind(data, path) == RULE_KIND:
+        return parse_rule(data, path)
+    return parse_model(data, path, base_dir)

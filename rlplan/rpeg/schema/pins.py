@@ -304,6 +304,8 @@ def parse_pins(
     hardware: Hardware,
     placement: PlacementConfig,
     optimizer: OptimizerConfig,
+    *,
+    rule_reward: bool = False,
 ) -> Pins:
     """Build :class:`Pins` from ``placement.pin`` and check it against the plan space.
 
@@ -315,6 +317,8 @@ def parse_pins(
         Decide the template's vertices.
     hardware, placement, optimizer
         The plan space pinned values must lie in.
+    rule_reward
+        Whether the reward is a rule: its template has no ``reward.infer``.
 
     Returns
     -------
@@ -330,7 +334,12 @@ def parse_pins(
     if raw is None:
         return Pins()
     section = mapping(raw, "placement.pin")
-    template = build_template(algorithm, engine.recompute_logprobs, engine.reference_model)
+    template = build_template(
+        algorithm,
+        engine.recompute_logprobs,
+        engine.reference_model,
+        reward_delay=0.0 if rule_reward else None,
+    )
     names = template.names
     for key in section:
         if key != "staleness" and key not in names:
