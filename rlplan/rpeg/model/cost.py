@@ -220,6 +220,13 @@ def p2p_time(nbytes: float, alpha: float, beta: float) -> float:
     return alpha + nbytes * beta
 
 
+def _bytes_words(nbytes: float) -> str:
+    """``2.04 GB``, or ``1,040 bytes`` below 10 MB (where GB would round to 0.00)."""
+    if abs(nbytes) >= 1e7:
+        return f"{nbytes / 1e9:.2f} GB"
+    return f"{nbytes:,.0f} bytes"
+
+
 def kv_bytes_per_token(spec: ModelSpec, layers: int, tp: int) -> float:
     """KV cache of one token over ``layers`` layers: ``2*layers*kv*h*2 / min(tp, kv)`` bytes."""
     return 2 * layers * spec.kv_heads * spec.head_dim * BF16 / min(tp, spec.kv_heads)
@@ -688,13 +695,13 @@ class CostModel:
         if shortfall <= 0:
             return None
         u = strategy.gpu_memory_utilization
-        short = f"{shortfall / 1e9:.2f} GB short"
+        short = f"{_bytes_words(shortfall)} short"
         if self.rollout_pool_bytes(model, strategy) <= 0:
             return (
                 f"the rollout engine would not start: at gpu_memory_utilization {u:g} the "
-                f"weights ({self.weight_shard(model, strategy) / 1e9:.2f} GB) and workspace "
-                f"({self.engine.rollout_workspace / 1e9:.2f} GB) leave no KV pool in its "
-                f"{self.engine_bytes(strategy) / 1e9:.2f} GB per GPU ({short})"
+                f"weights ({_bytes_words(self.weight_shard(model, strategy))}) and workspace "
+                f"({_bytes_words(self.engine.rollout_workspace)}) leave no KV pool in its "
+                f"{_bytes_words(self.engine_bytes(strategy))} per GPU ({short})"
             )
         tokens = math.floor(self.rollout_pool_tokens(model, strategy))
         return (
