@@ -218,8 +218,8 @@ DIMENSIONS: tuple[Dimension, ...] = (
         default=0,
         # The engine's cap on running sequences: vLLM's default is 1024 on GPUs of
         # 70 GiB or more (A100 aside) and 256 elsewhere (vllm-project/vllm
-        # vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults); verl sets 1024
-        # (verl/trainer/config/rollout/rollout.yaml, max_num_seqs).
+        # vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults); verl's
+        # verl/trainer/config/rollout/rollout.yaml has had both (1024, 256 at b178a3cd).
         candidates=(256, 1024),
         label="max_num_seqs",
         tag=lambda value: f"s{value}",
