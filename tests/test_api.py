@@ -2,7 +2,7 @@
 
 Known answer: the exhaustive oracle's optimum of tiny_ppo_2gpu, a makespan of
 20.330197131515494 s over k_eval = 2 steps (tests/solvers/test_exhaustive.py),
-with the rollout on both GPUs at tp 2 and concurrency 16.
+with the rollout on both GPUs at tp 2, gpu_memory_utilization 0.2 and max_num_seqs 16.
 """
 
 from __future__ import annotations
@@ -98,7 +98,8 @@ def test_solve_returns_the_known_optimum_keyed_by_vertex_name(exhaustive):
         "dp": 1,
         "pp": 1,
         "tp": 2,
-        "concurrency": 16,
+        "gpu_memory_utilization": 0.2,
+        "max_num_seqs": 16,
     }
     assert exhaustive.staleness == {"actor": 0, "critic": 0}
     assert exhaustive.plan_document["instance"]["name"] == "tiny_ppo_2gpu"

@@ -176,14 +176,19 @@ BAD_V2_INPUT = [
         "must be one of false, true",
     ),
     (
-        lambda data: data["placement"].update(concurrency=[0]),
-        "placement.concurrency[0]",
+        lambda data: data["placement"].update(max_num_seqs=[0]),
+        "placement.max_num_seqs[0]",
         "must be a positive integer, got 0",
     ),
     (
-        lambda data: data["placement"].update(concurrency=[]),
-        "placement.concurrency",
+        lambda data: data["placement"].update(max_num_seqs=[]),
+        "placement.max_num_seqs",
         "must be a non-empty list",
+    ),
+    (
+        lambda data: data["placement"].update(gpu_memory_utilization=[0.5, 1.2]),
+        "placement.gpu_memory_utilization[1]",
+        "must be a number in (0, 1], got 1.2",
     ),
     (
         lambda data: data["hardware"].update(gemm_efficiency=1.5),

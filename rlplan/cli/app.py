@@ -2,8 +2,9 @@
 
 Subcommands: check, baseline, simulate, solve, export, export-config, compare, pareto,
 sweep (:mod:`rlplan.cli.parser`). Bad input prints one line naming the problem and exits
-with code 2. ``python main.py`` and the ``rlplan`` console script (:mod:`rlplan.cli`) both
-run :func:`main`.
+with code 2; a plan file whose rollout engine could not start is infeasible (code 1).
+``python main.py`` and the ``rlplan`` console script (:mod:`rlplan.cli`) both run
+:func:`main`.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import sys
 import threading
 from collections.abc import Iterator
 
-from rlplan.cli.common import EXIT_BAD_INPUT, EXIT_OK
+from rlplan.cli.common import EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_OK
 from rlplan.cli.parser import build_parser, handler_of
-from rlplan.rpeg.errors import InputError, cap
+from rlplan.rpeg.errors import InfeasiblePlanError, InputError, cap
 
 __all__ = ["MAX_ERROR_LINE", "build_parser", "main"]
 
@@ -66,6 +67,9 @@ def main(argv: list[str] | None = None, prog: str = "python main.py") -> int:
     try:
         with sigterm_interrupts():
             return handler_of(args)(args)
+    except InfeasiblePlanError as exc:
+        print(cap(f"INFEASIBLE: {exc}", MAX_ERROR_LINE))
+        return EXIT_INFEASIBLE
     except InputError as exc:
         print(cap(f"error: {exc}", MAX_ERROR_LINE), file=sys.stderr)
         return EXIT_BAD_INPUT

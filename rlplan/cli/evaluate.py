@@ -74,9 +74,16 @@ def print_sizes(problem: Problem) -> None:
         f"{directory.size} candidates, "
         f"{directory.assignment_count()} (vertex, block, strategy) assignments"
     )
+    refused = (
+        f", {directory.refused} rollouts left out (the engine's KV pool holds no "
+        "sequence of S + T tokens)"
+        if directory.refused
+        else ""
+    )
     print(
         f"             {directory.enumerated} strategies per (vertex, shape) enumerated, "
         f"{directory.fitting} fit in memory, {directory.size} kept after dominance pruning"
+        + refused
     )
     pins = instance.placement.pin
     if pins:

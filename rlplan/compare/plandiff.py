@@ -75,7 +75,7 @@ def plan_changes(
         changed = [
             f"{field} {_value(previous.get(field))} -> {_value(placement.get(field))}"
             # Every strategy field, in plan-file order (a vertex has the fields
-            # of its kind only, so concurrency never shares a phrase with the others).
+            # of its kind only, so a rollout's fields never share a phrase with the others).
             for field in all_plan_fields()
             if previous.get(field) != placement.get(field)
         ]

@@ -130,10 +130,10 @@ def _seconds(value: float | None) -> str:
     return "—" if value is None else f"{value:.4f} s"
 
 
-#: Count-valued dimensions have a column of their own (empty when 0); the
-#: others share one: each enum's value, each flag's tag when it is set.
-_COUNTED = tuple(declared for declared in DIMENSIONS if declared.values is int)
-_CHOSEN = tuple(declared for declared in DIMENSIONS if declared.values is not int)
+#: Numeric dimensions (counts and fractions) have a column of their own (empty
+#: when 0); the others share one: each enum's value, each flag's tag when it is set.
+_COUNTED = tuple(declared for declared in DIMENSIONS if declared.numeric)
+_CHOSEN = tuple(declared for declared in DIMENSIONS if not declared.numeric)
 
 
 def _choice_text(declared: Dimension, value: Any) -> str:

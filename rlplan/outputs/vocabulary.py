@@ -3,9 +3,10 @@
 Users configure verl, NeMo RL or OpenRLHF, not blocks and candidates.
 :func:`framework_view` restates a plan in their terms: per vertex the GPUs,
 tp/pp/dp, the micro-batch size per GPU (sequences and tokens), activation
-recompute, state sharding, offload, rollout concurrency (vLLM
-``max_num_seqs``) and ``gpu_memory_utilization``; which vertices are
-colocated and which run concurrently; and each model's staleness in words.
+recompute, state sharding, offload, the rollout engine's
+``gpu_memory_utilization`` and ``max_num_seqs`` with the concurrency they
+give; which vertices are colocated and which run concurrently; and each
+model's staleness in words.
 The result is a plain JSON-able dict, written to ``result.json`` under
 ``"framework"`` and rendered as the "Framework settings" section of
 ``report.md`` (:func:`framework_markdown`).
@@ -17,9 +18,12 @@ Conventions fixed here:
   GPU of the replica's tp x pp group works on it); its tokens use the mean
   tokens per sequence of the cost model (``E[S+T]`` with sequence packing,
   ``S+T`` without);
-* ``gpu_memory_utilization`` of a rollout is (weight shard + KV pool +
-  rollout workspace) / ``memory_per_gpu`` (the whole GPU, as vLLM counts it,
-  not the usable memory after ``memory_reserve``);
+* ``gpu_memory_utilization`` and ``max_num_seqs`` of a rollout are the
+  plan's; its ``effective_concurrency`` is the sequences a replica keeps in
+  flight, ``min(max_num_seqs, sequences per replica, KV pool tokens / mean
+  live context)`` (docs/cost-model.md#rollout-engine-memory), and
+  ``rollout_memory_bytes`` splits the engine's share of a GPU into weights,
+  KV pool and workspace;
 * vertices are *colocated* when their blocks share a GPU; the groups are the
   connected components of that relation (aligned blocks are nested or
   disjoint, so a group is the GPUs of its largest block);
@@ -180,25 +184,23 @@ def _vertex_entry(problem: Problem, index: int, plan: Plan) -> dict[str, Any]:
         "pinned": sorted(problem.instance.placement.pin.pinned_fields(vertex.name)),
     }
     if vertex.kind is Kind.GENERATE:
-        weights = cost.weight_shard(vertex.model, strategy)
-        pool = cost.rollout_pool_bytes(vertex.model, strategy)
-        workspace = problem.instance.engine.rollout_workspace
-        memory = problem.instance.hardware.memory_per_gpu
         entry["rollout_replicas"] = strategy.dp
-        entry["max_num_seqs"] = strategy.concurrency or cost.replica_sequences(strategy)
+        entry["gpu_memory_utilization"] = strategy.gpu_memory_utilization
+        entry["max_num_seqs"] = strategy.max_num_seqs
+        entry["effective_concurrency"] = cost.effective_concurrency(vertex.model, strategy)
+        entry["kv_pool_tokens"] = math.floor(cost.rollout_pool_tokens(vertex.model, strategy))
         entry["rollout_memory_bytes"] = {
-            "weights": weights,
-            "kv_pool": pool,
-            "workspace": workspace,
+            "weights": cost.weight_shard(vertex.model, strategy),
+            "kv_pool": max(cost.rollout_pool_bytes(vertex.model, strategy), 0.0),
+            "workspace": problem.instance.engine.rollout_workspace,
         }
-        entry["gpu_memory_utilization"] = (weights + pool + workspace) / memory
         return entry
     sequences = cost.microbatch_sequences(strategy)
     entry["microbatches"] = strategy.microbatches
     entry["micro_batch_size_per_gpu"] = sequences
     entry["micro_batch_tokens_per_gpu"] = sequences * cost.sequence_tokens
     # Every dimension of the kind under its framework label (and its framework
-    # words when it has them); a rollout's concurrency is max_num_seqs above.
+    # words when it has them); a rollout's are set above.
     for declared in dimensions_of(vertex.kind):
         value = getattr(strategy, declared.name)
         entry[declared.label] = str(value) if isinstance(value, str) else value
@@ -364,7 +366,8 @@ def framework_view(problem: Problem, plan: Plan, trace: Trace | None = None) -> 
         ``pp``, ``dp``; ``micro_batch_size_per_gpu`` and
         ``micro_batch_tokens_per_gpu`` for train and infer; ``recompute`` and
         ``sharding`` for train; ``offload`` for train and infer;
-        ``max_num_seqs`` and ``gpu_memory_utilization`` for generate),
+        ``gpu_memory_utilization``, ``max_num_seqs``, ``effective_concurrency``,
+        ``kv_pool_tokens`` and ``rollout_memory_bytes`` for generate),
         ``colocated`` (groups of vertices sharing GPUs), ``concurrent``
         (pairs of vertices on disjoint GPUs that overlap in time),
         ``staleness`` (per trained model: ``steps``, ``words`` such as
@@ -465,12 +468,13 @@ def framework_markdown(view: dict[str, Any]) -> list[str]:
         f"{view['sequences_per_step']} sequences per step, "
         f"{view['tokens_per_sequence']:.1f} tokens per sequence on average ({packing}). "
         "Micro-batch sizes are per GPU (per data-parallel replica); "
-        "gpu_memory_utilization = (weights + KV pool + rollout workspace) / GPU memory, "
-        "rounded up to the hundredth.",
+        "a rollout engine takes gpu_memory_utilization of each GPU for its weights, "
+        "workspace and KV pool, and its effective concurrency is the sequences a replica "
+        "keeps in flight: min(max_num_seqs, sequences per replica, what the KV pool holds).",
         "",
         "| vertex | GPUs | tp | pp | dp | micro-batch per GPU (sequences / tokens) | "
         + "".join(f"{declared.label} | " for declared in DIMENSIONS)
-        + "gpu_memory_utilization |",
+        + "effective concurrency |",
         "|---|---|---|---|---|---|" + "---|" * len(DIMENSIONS) + "---|",
     ]
     for name, entry in view["vertices"].items():
@@ -483,7 +487,7 @@ def framework_markdown(view: dict[str, Any]) -> list[str]:
             )
         else:
             micro = "—"
-        utilization = entry.get("gpu_memory_utilization")
+        concurrency = entry.get("effective_concurrency")
 
         def mark(column: str, entry: dict[str, Any] = entry) -> str:
             return _mark(entry, column)
@@ -492,7 +496,7 @@ def framework_markdown(view: dict[str, Any]) -> list[str]:
             f"| {name} | {_gpus_label(entry['gpus'])}{mark('gpus')} | {entry['tp']}{mark('tp')} | "
             f"{entry['pp']}{mark('pp')} | {entry['dp']}{mark('dp')} | {micro}{mark('micro')} | "
             + "".join(f"{_dimension_cell(entry, declared)} | " for declared in DIMENSIONS)
-            + f"{'—' if utilization is None else f'{math.ceil(utilization * 100) / 100:.2f}'} |"
+            + f"{'—' if concurrency is None else concurrency} |"
         )
     if any(entry.get("pinned") for entry in view["vertices"].values()):
         lines += ["", f"{PIN_MARK.strip()} pinned in the instance (placement.pin)."]

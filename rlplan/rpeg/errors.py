@@ -93,6 +93,14 @@ class PlanError(InputError):
     """A plan that does not fit the instance it is applied to."""
 
 
+class InfeasiblePlanError(PlanError):
+    """A well-formed plan of the plan space that cannot run: a rollout engine of it
+    would refuse to start (its KV pool holds no sequence of the maximum length).
+
+    The command line reports it as infeasible (exit code 1), not as bad input.
+    """
+
+
 def did_you_mean(word: object, choices: Iterable[str]) -> str:
     """A ``"; did you mean 'x'?"`` hint for a misspelt name, or ``""``.
 

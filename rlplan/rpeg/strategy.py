@@ -11,7 +11,8 @@ everything the rest of the code needs to know about it:
 * the vertex kinds it applies to; elsewhere a strategy holds its
   :attr:`Dimension.default`, which is also what a plan file omitting it means;
 * its values: a ``str`` enum (plan files and YAML keep the enum's strings), a
-  flag or a positive count, and the default candidate list;
+  flag, a positive count or a fraction in (0, 1], and the default candidate
+  list;
 * how reports and exporters name it (:attr:`Dimension.label`, and
   :attr:`Dimension.words` per value), and its tag in
   :meth:`~rlplan.rpeg.model.cost.Strategy.label`.
@@ -63,7 +64,7 @@ _KIND_WORDS_ORDER = (Kind.TRAIN, Kind.INFER, Kind.GENERATE)
 
 
 def value_word(value: Any) -> str:
-    """A strategy value as instances and plan files spell it (``true``, ``full``, ``64``)."""
+    """A strategy value as instances and plan files spell it (``true``, ``full``, ``0.8``)."""
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
@@ -78,8 +79,8 @@ class Dimension:
     kinds
         Vertex kinds it applies to.
     values
-        What a value is: a ``str`` enum class (its members), ``bool`` (a flag)
-        or ``int`` (a positive count).
+        What a value is: a ``str`` enum class (its members), ``bool`` (a flag),
+        ``int`` (a positive count) or ``float`` (a fraction in (0, 1]).
     default
         The value of vertices it does not apply to, and of plan files that omit it.
     candidates
@@ -113,12 +114,17 @@ class Dimension:
 
     @property
     def choices(self) -> tuple[Any, ...] | None:
-        """Every value it may take, in declaration order (None: any positive integer)."""
+        """Every value it may take, in declaration order (None: a count or a fraction)."""
         if self.values is bool:
             return (False, True)
-        if self.values is int:
+        if self.values in (int, float):
             return None
         return tuple(self.values)
+
+    @property
+    def numeric(self) -> bool:
+        """Whether its values are numbers read as given (a count or a fraction), not choices."""
+        return self.values in (int, float)
 
     def applies_to(self, kind: Kind) -> bool:
         """Whether vertices of ``kind`` have this dimension."""
@@ -132,7 +138,7 @@ class Dimension:
     def choice_words(self, joiner: str = ", ") -> str:
         """Its choices as written in instances and plan files, e.g. ``none, full``."""
         choices = self.choices
-        assert choices is not None, f"{self.name} takes any positive integer"
+        assert choices is not None, f"{self.name} takes a number, not a choice"
         return joiner.join(value_word(choice) for choice in choices)
 
     def value_words(self, value: Any) -> str:
@@ -149,8 +155,8 @@ def kinds_words(kinds: frozenset[Kind]) -> str:
 
 
 #: Every strategy dimension beside the structural fields, in plan-file order
-#: (concurrency comes last in strategies and pins; plan files only write it
-#: on generate vertices, which have no other).
+#: (the rollout's two come last in strategies and pins; plan files only write
+#: them on generate vertices, which have no other).
 DIMENSIONS: tuple[Dimension, ...] = (
     Dimension(
         name="recompute",
@@ -186,16 +192,37 @@ DIMENSIONS: tuple[Dimension, ...] = (
         tag=lambda value: "offload",
     ),
     Dimension(
-        name="concurrency",
+        name="gpu_memory_utilization",
+        kinds=frozenset({Kind.GENERATE}),
+        values=float,
+        # 0: not a rollout (vLLM refuses 0, CacheConfig.gpu_memory_utilization is gt=0, le=1).
+        default=0.0,
+        # The fraction of each GPU the rollout engine takes for its weights, KV
+        # pool and workspace (docs/cost-model.md#memory), as the frameworks set it:
+        # 0.5 verl (volcengine/verl verl/trainer/config/rollout/rollout.yaml,
+        # actor_rollout_ref.rollout.gpu_memory_utilization), 0.6 NeMo RL
+        # (NVIDIA-NeMo/RL examples/configs/grpo_math_1B.yaml,
+        # policy.generation.vllm_cfg.gpu_memory_utilization), 0.9 vLLM's default
+        # (vllm-project/vllm vllm/engine/arg_utils.py, EngineArgs; its newest
+        # vllm/config/cache.py raises it to 0.92), 0.95 OpenRLHF (OpenRLHF/OpenRLHF
+        # openrlhf/cli/train_ppo_ray.py, --vllm_gpu_memory_utilization); 0.8 is what the
+        # published NeMo RL async and verl DAPO recipes set (instances/published/).
+        candidates=(0.5, 0.6, 0.8, 0.9, 0.95),
+        label="gpu_memory_utilization",
+        tag=lambda value: f"u{value:g}",
+    ),
+    Dimension(
+        name="max_num_seqs",
         kinds=frozenset({Kind.GENERATE}),
         values=int,
         default=0,
-        # Rollout concurrency (max_num_seqs) candidates: vLLM's V1 default is
-        # 1024 on large GPUs and 256 elsewhere, verl's 256
-        # (../shared/published-runs.md).
-        candidates=(32, 64, 128, 256, 512, 1024),
+        # The engine's cap on running sequences: vLLM's default is 1024 on GPUs of
+        # 70 GiB or more (A100 aside) and 256 elsewhere (vllm-project/vllm
+        # vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults); verl's
+        # verl/trainer/config/rollout/rollout.yaml has had both (1024, 256 at b178a3cd).
+        candidates=(256, 1024),
         label="max_num_seqs",
-        tag=lambda value: f"c{value}",
+        tag=lambda value: f"s{value}",
     ),
 )
 

@@ -27,7 +27,7 @@ def _problem(small: bool = False, **placement) -> Problem:
     data.setdefault("placement", {}).update(placement)
     if small:  # small enough for the exhaustive oracle
         data["placement"].update(
-            recompute=["none"], sharding=["zero1"], offload=[False], concurrency=[16]
+            recompute=["none"], sharding=["zero1"], offload=[False], max_num_seqs=[16]
         )
         data["engine"] = {"recompute_logprobs": False}
         data["optimizer"]["staleness_candidates"] = {"actor": [0, 1]}

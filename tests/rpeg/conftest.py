@@ -24,7 +24,8 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 #: of test_cost.py use: no GEMM-efficiency ceiling (1.0), no non-GEMM ratio,
 #: no decode step overhead, attention scores materialised, sequences padded
 #: to S+T, no actor.infer vertex, no rollout workspace; the plan space has no
-#: recompute, ZeRO-3 or offload, and a rollout concurrency of 1 (= B*K).
+#: recompute, ZeRO-3 or offload, and a rollout engine at gpu_memory_utilization
+#: 0.5 (a 40 GB pool, far more than the model needs) with max_num_seqs 1 (= B*K).
 SMALL_INSTANCE: dict[str, Any] = {
     "hardware": {
         "racks": 1,
@@ -78,7 +79,8 @@ SMALL_INSTANCE: dict[str, Any] = {
         "recompute": ["none"],
         "sharding": ["zero1"],
         "offload": [False],
-        "concurrency": [1],
+        "gpu_memory_utilization": [0.5],
+        "max_num_seqs": [1],
     },
     "engine": {
         "flash_attention": False,

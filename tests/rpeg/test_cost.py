@@ -155,17 +155,19 @@ def test_transfer_lags(frozen_problem):
 #   m_half=5, k_half=0, non-GEMM 0, gemm_efficiency 1, decode_step_overhead 0.
 #   P_l  = 64*(64 + 2*2*16) + 64*64 + 3*64*128 = 8192 + 4096 + 24576 = 36864
 #   head = V*d = 256*64 = 16384
-# A rollout (section 10) with n sequences per replica and concurrency c >= n
-# has no saturated phase: prefill, then decode steps x = 1..T with
-# ceil(n * P(T > x - 1/2)) sequences active at context S + x; one round costs
-# pp * max(GEMM, memory) (+ communication, + decode_step_overhead = 0).
+# A rollout (section 10) with n sequences per replica and an effective
+# concurrency c >= n (max_num_seqs n; at gpu_memory_utilization 0.5 the 40 GB
+# KV pool holds far more than n sequences) has no saturated phase: prefill, then
+# decode steps x = 1..T with ceil(n * P(T > x - 1/2)) sequences active at context
+# S + x; one round costs pp * max(GEMM, memory) (+ communication, + decode_step_overhead
+# = 0).
 
 
 def test_memory_bound_decode_run_time(small_instance_data, make_instance):
     """A memory-bound generate run is prefill + sum over steps of bytes/(bw*eff)."""
     cost = CostModel(make_instance(small_instance_data))
     # one sequence, S=4, T=4 (no gen_quantiles: P(T > x - 1/2) = 1 for x = 1..4),
-    # dp=pp=tp=1, concurrency 1 = n: no saturated phase, one sequence active throughout.
+    # dp=pp=tp=1, max_num_seqs 1 = n: no saturated phase, one sequence active throughout.
     # Prefill, M = 4 tokens:
     #   per layer 2*P_l*4 + 2*S^2*d = 294912 + 2*16*64 = 294912 + 2048 = 296960
     #   2 layers 593920 + head 2*16384*4 = 131072 -> 724992 FLOP
@@ -178,7 +180,9 @@ def test_memory_bound_decode_run_time(small_instance_data, make_instance):
     #   l=5: 181504, l=6: 181760, l=7: 182016, l=8: 182272 -> sum 727552 B
     #   727552 / 5e8 = 1.455104e-3 s
     # total = 1.631232e-6 + 1.455104e-3 = 1.456735232e-3 s
-    time = cost.run_time(GENERATE, (1, 1, 1), Strategy(1, 1, 1, 1, concurrency=1))
+    time = cost.run_time(
+        GENERATE, (1, 1, 1), Strategy(1, 1, 1, 1, gpu_memory_utilization=0.5, max_num_seqs=1)
+    )
     assert time == pytest.approx(1.456735232e-3, rel=1e-12)
 
 
@@ -191,7 +195,9 @@ def test_compute_bound_decode_run_time(small_instance_data, make_instance):
     # decode = 6 * sum_{l=5..8}(180224 + 512*l) / 1e12
     #        = 6 * (4*180224 + 512*26) / 1e12 = 6 * 734208 / 1e12 = 4.405248e-6 s
     # total = 1.631232e-6 + 4.405248e-6 = 6.03648e-6 s
-    time = cost.run_time(GENERATE, (1, 1, 1), Strategy(1, 1, 1, 1, concurrency=1))
+    time = cost.run_time(
+        GENERATE, (1, 1, 1), Strategy(1, 1, 1, 1, gpu_memory_utilization=0.5, max_num_seqs=1)
+    )
     assert time == pytest.approx(6.03648e-6, rel=1e-12)
 
 
@@ -200,7 +206,7 @@ def test_decode_with_gen_quantiles(small_instance_data, make_instance):
     small_instance_data["workload"]["batch_size"] = 4
     small_instance_data["workload"]["gen_quantiles"] = [[0.5, 2], [1.0, 4]]
     cost = CostModel(make_instance(small_instance_data))
-    # n = 4 sequences, concurrency 4: all in flight. Prefill, M = 16 tokens:
+    # n = 4 sequences, max_num_seqs 4: all in flight. Prefill, M = 16 tokens:
     #   per layer 2*36864*16 + 2*16*64*4 = 1179648 + 8192 = 1187840; x2 = 2375680
     #   head 2*16384*16 = 524288 -> 2899968 FLOP; eff 16/21
     #   -> 2899968*21/16 / 1e12 = 3.806208e-6 s
@@ -212,7 +218,9 @@ def test_decode_with_gen_quantiles(small_instance_data, make_instance):
     #   l=5,a=4: 185344; l=6,a=3: 184832; l=7,a=2: 183808; l=8,a=1: 182272
     #   sum 736256 B / 5e8 = 1.472512e-3 s
     # total = 3.806208e-6 + 1.472512e-3 = 1.476318208e-3 s
-    time = cost.run_time(GENERATE, (1, 1, 1), Strategy(1, 1, 1, 1, concurrency=4))
+    time = cost.run_time(
+        GENERATE, (1, 1, 1), Strategy(1, 1, 1, 1, gpu_memory_utilization=0.5, max_num_seqs=4)
+    )
     assert time == pytest.approx(1.476318208e-3, rel=1e-12)
 
 
@@ -261,52 +269,87 @@ def test_pipelined_tensor_parallel_infer_time(small_instance_data, make_instance
 
 
 @pytest.mark.parametrize(
-    ("strategy", "expected"),
+    ("strategy", "pool", "tokens", "concurrency"),
     [
-        # 2*ceil(32/2)*8*128*2 / min(4, 8) = 65_536/4 = 16_384 B per token;
-        # pool 256 sequences x 1480.2 tokens = 378_931.2 tokens -> 6_208_408_780.8 B
-        (Strategy(2, 2, 4, 1, concurrency=256), 6_208_408_780.8),
-        # 2*32*8*128*2 / min(8, 8) = 131_072/8 = 16_384 B per token;
-        # pool 1024 x 1480.2 = 1_515_724.8 tokens -> 24_833_635_123.2 B
-        (Strategy(2, 1, 8, 1, concurrency=1024), 24_833_635_123.2),
-        # 2*ceil(32/3)=11*8*128*2 / 1 = 45_056 B per token; pool 256 x 1480.2 tokens
-        # -> 17_073_124_147.2 B (preallocated for c = 256 although the replica has
-        # ceil(2048/16) = 128 sequences)
-        (Strategy(16, 3, 1, 1, concurrency=256), 17_073_124_147.2),
+        # 2*ceil(32/2)*8*128*2 / min(4, 8) = 65_536/4 = 16_384 B per token; weights
+        # 2P/(tp*pp) = 16_059_990_016/8 = 2_007_498_752; pool 0.5*80e9 - 2_007_498_752
+        # = 37_992_501_248 B = 2_318_878.25 tokens; / 1349.156 = 1718.8 live sequences;
+        # c = min(256, ceil(2048/2) = 1024, 1718) = 256
+        (
+            Strategy(2, 2, 4, 1, gpu_memory_utilization=0.5, max_num_seqs=256),
+            37_992_501_248,
+            2_318_878.25,
+            256,
+        ),
+        # 2*32*8*128*2 / min(8, 8) = 16_384 B per token, the same pool; c = min(1024, 1024,
+        # 1718) = 1024
+        (
+            Strategy(2, 1, 8, 1, gpu_memory_utilization=0.5, max_num_seqs=1024),
+            37_992_501_248,
+            2_318_878.25,
+            1024,
+        ),
+        # 2*ceil(32/3)=11*8*128*2 / 1 = 45_056 B per token; weights 2P/3 =
+        # 5_353_330_005.33; pool 34_646_669_994.67 B = 768_969.06 tokens (570 live
+        # sequences); c = min(256, ceil(2048/16) = 128, 570) = 128
+        (
+            Strategy(16, 3, 1, 1, gpu_memory_utilization=0.5, max_num_seqs=256),
+            34_646_669_994.666_667,
+            768_969.060_606,
+            128,
+        ),
+        # 2*32*8*128*2 = 131_072 B per token; weights 2P = 16_059_990_016; pool
+        # 0.4*80e9 - 16_059_990_016 = 15_940_009_984 B = 121_612.62 tokens; / 1349.156
+        # = 90.14: the pool, not max_num_seqs 256 nor the 128 sequences, caps c at 90
+        (
+            Strategy(16, 1, 1, 1, gpu_memory_utilization=0.4, max_num_seqs=256),
+            15_940_009_984,
+            121_612.625,
+            90,
+        ),
     ],
 )
-def test_kv_cache_transient_llama(frozen_problem, strategy, expected):
-    """KV pool = c sequences at S + E[T] of 2*ceil(L/pp)*kv*h*2/min(tp, kv) bytes per token."""
-    # Llama-3-8B: L=32, kv=8, h=128; S = 1024; gen_quantiles [[0.5, 400], [0.9, 900],
-    # [1.0, 1024]] (piecewise uniform): E[T] = 0.5*200 + 0.4*650 + 0.1*962 = 456.2,
-    # S + E[T] = 1480.2 tokens; c*(S + E[T]) >= S + T = 2048, so the pool is c-sized.
-    # rollout_workspace is 0 in the frozen instance: transient = pool.
+def test_rollout_pool_llama(frozen_problem, strategy, pool, tokens, concurrency):
+    """KV pool = u*M - weight shard - workspace, in tokens of 2*ceil(L/pp)*kv*h*2/min(tp, kv)
+    bytes; the effective concurrency is min(max_num_seqs, n, floor(tokens / live context))."""
+    # Llama-3-8B: L=32, kv=8, h=128, P = 8_029_995_008; M = 80e9; S = 1024;
+    # gen_quantiles [[0.5, 400], [0.9, 900], [1.0, 1024]] (piecewise uniform):
+    #   E[T] = 0.5*200 + 0.4*650 + 0.1*962 = 456.2
+    #   E[T^2] = 0.5*400^2/3 + 0.4*(400^2 + 400*900 + 900^2)/3
+    #            + 0.1*(900^2 + 900*1024 + 1024^2)/3
+    #          = 26_666.67 + 177_333.33 + 92_672.53 = 296_672.53
+    #   live context S + E[T^2]/(2 E[T]) = 1024 + 296_672.53/912.4 = 1349.156 tokens
+    # rollout_workspace is 0 in the frozen instance.
     cost = frozen_problem("frozen_ppo_8b_1x2x8_h100.yaml").directory.cost
+    assert cost.live_context == pytest.approx(1024 + 296_672.533_333 / 912.4, rel=1e-9)
+    assert cost.rollout_pool_bytes("actor", strategy) == pytest.approx(pool, rel=1e-12)
+    assert cost.rollout_pool_tokens("actor", strategy) == pytest.approx(tokens, rel=1e-9)
+    assert cost.effective_concurrency("actor", strategy) == concurrency
+    # the engine's whole share is transient; nothing stays resident between runs
     footprint = cost.footprint(GENERATE, strategy)
-    assert footprint.transient == pytest.approx(expected, rel=1e-12)
+    assert footprint.resident == 0.0
+    assert footprint.transient == pytest.approx(strategy.gpu_memory_utilization * 80e9)
 
 
 @pytest.mark.parametrize(
     ("strategy", "expected"),
     [
-        # per token 2*5*2*64*2 / min(1, 2) = 2_560; pool 2 x 128 tokens -> 655_360
-        (Strategy(8, 1, 1, 1, concurrency=2), 655_360),
-        # / min(2, 2) = 1_280 per token; x 256 tokens -> 327_680
-        (Strategy(4, 1, 2, 1, concurrency=2), 327_680),
-        # tp 4 > kv 2: still / min(4, 2) = 2 -> 1_280 per token; x 256 -> 327_680
-        (Strategy(2, 1, 4, 1, concurrency=2), 327_680),
-        # tp 8 > kv 2: / 2 -> 1_280 per token; x 256 -> 327_680
-        (Strategy(1, 1, 8, 1, concurrency=2), 327_680),
-        # pp 2: ceil(5/2) = 3 layers: 2*3*2*64*2 = 1_536 per token; x 256 -> 393_216
-        (Strategy(4, 2, 1, 1, concurrency=2), 393_216),
-        # concurrency 5: 5 x 128 = 640 tokens x 2_560 -> 1_638_400
-        (Strategy(2, 1, 1, 1, concurrency=5), 1_638_400),
+        # 2*5*2*64*2 / min(1, 2) = 2_560 B per token
+        (Strategy(8, 1, 1, 1, gpu_memory_utilization=0.5, max_num_seqs=2), 2_560),
+        # / min(2, 2) = 1_280 per token
+        (Strategy(4, 1, 2, 1, gpu_memory_utilization=0.5, max_num_seqs=2), 1_280),
+        # tp 4 > kv 2: still / min(4, 2) = 2 -> 1_280 per token
+        (Strategy(2, 1, 4, 1, gpu_memory_utilization=0.5, max_num_seqs=2), 1_280),
+        # tp 8 > kv 2: / 2 -> 1_280 per token
+        (Strategy(1, 1, 8, 1, gpu_memory_utilization=0.5, max_num_seqs=2), 1_280),
+        # pp 2: ceil(5/2) = 3 layers: 2*3*2*64*2 = 1_536 per token
+        (Strategy(4, 2, 1, 1, gpu_memory_utilization=0.5, max_num_seqs=2), 1_536),
     ],
 )
-def test_kv_cache_transient_tp_beyond_kv_heads(
+def test_kv_per_token_stops_shrinking_beyond_kv_heads(
     small_instance_data, make_instance, strategy, expected
 ):
-    """Beyond tp = kv_heads the KV heads are replicated: the pool stops shrinking."""
+    """Beyond tp = kv_heads the KV heads are replicated: a GPU's KV per token stops shrinking."""
     data = small_instance_data
     data["hardware"]["gpus_per_node"] = 8
     # heads = 512/64 = 8, kv = 2, L = 5
@@ -318,8 +361,6 @@ def test_kv_cache_transient_tp_beyond_kv_heads(
         "head_dim": 64,
         "kv_heads": 2,
     }
-    # B*K = 5*2 = 10 sequences of S + T = 100 + 28 = 128 tokens (no gen_quantiles:
-    # E[T] = T = 28, so S + E[T] = 128 too); rollout_workspace 0
     data["workload"] = {
         "batch_size": 5,
         "samples_per_prompt": 2,
@@ -327,7 +368,7 @@ def test_kv_cache_transient_tp_beyond_kv_heads(
         "generation_length": 28,
     }
     cost = CostModel(make_instance(data))
-    assert cost.footprint(GENERATE, strategy).transient == pytest.approx(expected, rel=1e-12)
+    assert cost.rollout_kv_per_token("actor", strategy) == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -347,9 +388,12 @@ def test_train_resident_footprint(frozen_problem, strategy, expected):
     # P(actor) = 8_029_995_008 (see test_llama_8b_actor_parameter_count)
     cost = frozen_problem("frozen_ppo_8b_1x2x8_h100.yaml").directory.cost
     assert cost.footprint(ACTOR_TRAIN, strategy).resident == pytest.approx(expected, rel=1e-12)
-    # a generate/infer vertex only holds the weights: 2P/(tp*pp)
+    # an infer vertex only holds the weights, 2P/(tp*pp); a rollout nothing (its engine
+    # keeps its own copy inside gpu_memory_utilization and frees it when it sleeps)
     weights = 2 * 8_029_995_008 / (strategy.tp * strategy.pp)
-    assert cost.footprint(GENERATE, strategy).resident == pytest.approx(weights, rel=1e-12)
+    reference = Vertex("reference", Kind.INFER)
+    assert cost.footprint(reference, strategy).resident == pytest.approx(weights, rel=1e-12)
+    assert cost.footprint(GENERATE, strategy).resident == 0.0
 
 
 def test_pipelined_infer_and_train_footprints(small_instance_data, make_instance):
@@ -381,7 +425,8 @@ def test_pipelined_infer_and_train_footprints(small_instance_data, make_instance
 #   P(critic) = P(reward) = 357_826_560 + 136_134_656 + 896 = 493_962_112
 # Single GPU, dp=pp=tp=1:
 #   actor train resident 16P = 10_081_533_952; critic train resident 16P = 7_903_393_792
-#   reference / actor.generate resident 2P = 1_260_191_744; reward/critic infer 987_924_224
+#   reference resident 2P = 1_260_191_744; reward/critic infer 987_924_224;
+#   actor.generate resident 0 (its engine's weights live inside its share)
 #   train activations: 24 layers * l*b*d*(34 + 5*a*l/d) = 24 * 512*8*896*(34 + 40)
 #     = 24 * 271_581_184 = 6_517_948_416
 #   fp32 logits of one microbatch: actor 4*b*l*V = 4*8*512*151936 = 2_489_319_424,
@@ -389,7 +434,7 @@ def test_pipelined_infer_and_train_footprints(small_instance_data, make_instance
 #   actor train transient: 6_517_948_416 + 2_489_319_424 = 9_007_267_840
 #   critic train transient: 6_517_948_416 + 16_384 = 6_517_964_800
 #   reference infer transient: 271_581_184 + 2_489_319_424 = 2_760_900_608
-#   generate transient: 32 * 2*24*2*64*2*512 = 32 * 6_291_456 = 201_326_592
+#   generate transient: the engine's share, gpu_memory_utilization 0.5 * 24e9 = 12_000_000_000
 #   reward/critic infer transient: 271_581_184 + 4*8*512*1 = 271_597_568
 # usable memory = 24e9 * 0.95 = 22.8e9
 
@@ -399,6 +444,7 @@ ACTOR_WEIGHTS = 1_260_191_744
 SCALAR_WEIGHTS = 987_924_224
 ACTOR_TRAIN_TRANSIENT = 9_007_267_840
 CRITIC_TRAIN_TRANSIENT = 6_517_964_800
+ROLLOUT_TRANSIENT = 12_000_000_000
 
 
 def test_single_gpu_candidates_match_hand_footprints(frozen_problem):
@@ -415,7 +461,8 @@ def test_single_gpu_candidates_match_hand_footprints(frozen_problem):
     assert by_name["critic.train"].transient == pytest.approx(CRITIC_TRAIN_TRANSIENT, rel=1e-12)
     assert by_name["reference.infer"].resident == ACTOR_WEIGHTS
     assert by_name["reference.infer"].transient == pytest.approx(2_760_900_608, rel=1e-12)
-    assert by_name["actor.generate"].transient == pytest.approx(201_326_592, rel=1e-12)
+    assert by_name["actor.generate"].resident == 0.0
+    assert by_name["actor.generate"].transient == pytest.approx(ROLLOUT_TRANSIENT, rel=1e-12)
     assert by_name["reward.infer"].transient == pytest.approx(271_597_568, rel=1e-12)
 
 
@@ -437,15 +484,16 @@ def test_peak_with_reference_and_actor_train_colocated(frozen_problem, single_gp
     # GPU 1: 10_081_533_952 + 1_260_191_744 + max(9_007_267_840, 2_760_900_608)
     #      = 20_348_993_536
     assert peaks[1] == pytest.approx(20_348_993_536, rel=1e-12)
-    # GPU 0: actor (generate) 1_260_191_744 + reward 987_924_224 + critic (train)
-    #        7_903_393_792 + max transient (critic.train) 6_517_964_800 = 16_669_474_560
-    assert peaks[0] == pytest.approx(16_669_474_560, rel=1e-12)
+    # GPU 0: actor (generate) 0 + reward 987_924_224 + critic (train) 7_903_393_792
+    #        + max transient (the rollout engine) 12_000_000_000 = 20_891_318_016
+    assert peaks[0] == pytest.approx(20_891_318_016, rel=1e-12)
     # both below 22.8e9
     assert problem.simulator.memory_violation(plan) == 0.0
 
 
 def test_actor_resident_counts_once_when_generate_and_train_share(frozen_problem, single_gpu_plan):
-    """actor.generate and actor.train on one GPU: the actor's resident counts once."""
+    """actor.generate and actor.train on one GPU: the actor's resident is actor.train's
+    alone (the rollout keeps none), the rollout's engine share the transient."""
     problem = frozen_problem("frozen_tiny_ppo_2gpu.yaml")
     plan = single_gpu_plan(
         problem.directory,
@@ -459,9 +507,9 @@ def test_actor_resident_counts_once_when_generate_and_train_share(frozen_problem
         },
     )
     peaks = problem.simulator.peak_memory(plan)
-    # GPU 1: max(16P, 2P) = 10_081_533_952 (not + 1_260_191_744)
-    #        + max(9_007_267_840, 201_326_592) = 19_088_801_792
-    assert peaks[1] == pytest.approx(19_088_801_792, rel=1e-12)
+    # GPU 1: max(16P, 0) = 10_081_533_952 + max(9_007_267_840, 12_000_000_000)
+    #        = 22_081_533_952
+    assert peaks[1] == pytest.approx(22_081_533_952, rel=1e-12)
 
 
 def test_memory_violation_when_everything_shares_one_gpu(frozen_problem, single_gpu_plan):
@@ -471,10 +519,11 @@ def test_memory_violation_when_everything_shares_one_gpu(frozen_problem, single_
     plan = single_gpu_plan(problem.directory, dict.fromkeys(names, 0))
     peaks = problem.simulator.peak_memory(plan)
     # actor 10_081_533_952 + reference 1_260_191_744 + reward 987_924_224
-    #   + critic 7_903_393_792 + transient (actor.train) 9_007_267_840 = 29_240_311_552
-    assert peaks == [pytest.approx(29_240_311_552, rel=1e-12), 0.0]
-    # overflow 29_240_311_552 - 22.8e9 = 6_440_311_552
-    assert problem.simulator.memory_violation(plan) == pytest.approx(6_440_311_552, rel=1e-9)
+    #   + critic 7_903_393_792 + transient (the rollout engine) 12_000_000_000
+    #   = 32_233_043_712
+    assert peaks == [pytest.approx(32_233_043_712, rel=1e-12), 0.0]
+    # overflow 32_233_043_712 - 22.8e9 = 9_433_043_712
+    assert problem.simulator.memory_violation(plan) == pytest.approx(9_433_043_712, rel=1e-9)
     assert not problem.simulator.evaluate(plan).feasible
 
 

@@ -200,7 +200,9 @@ def test_gemm_efficiency_ceiling_in_compute_bound_decode(small_instance_data, ma
     cost = cost_model(make_instance, small_instance_data, hardware__gemm_efficiency=0.5)
     # test_cost.py::test_compute_bound_decode_run_time: 6.03648e-6 s at efficiency 1,
     # every term a GEMM time -> 2 * 6.03648e-6 = 1.207296e-5 s
-    time = cost.run_time(GENERATE, (1, 1, 1), Strategy(1, 1, 1, 1, concurrency=1))
+    time = cost.run_time(
+        GENERATE, (1, 1, 1), Strategy(1, 1, 1, 1, gpu_memory_utilization=0.5, max_num_seqs=1)
+    )
     assert time == pytest.approx(1.207296e-5, rel=1e-12)
 
 
@@ -380,34 +382,43 @@ def test_offload_twin_of_every_strategy(data):
     )
 
 
-# -- rollout engine: KV pool, concurrency, decode rounds ---------------------------------------
+# -- rollout engine: its share of a GPU, KV pool, decode rounds ---------------------------------
 
 
 @pytest.mark.parametrize(
-    ("concurrency", "expected"),
+    ("utilization", "pool"),
     [
-        # c*(S + E[T]) = 1*6 = 6 tokens < one sequence of S + T = 8: the pool holds 8 tokens
-        #   8 * 256 = 2_048 B, + workspace 1_000 = 3_048
-        (1, 3_048),
-        # 3*6 = 18 tokens >= 8 (preallocated for c although B*K = 1): 18*256 = 4_608 + 1_000
-        (3, 5_608),
+        # 0.5 * 1e6 = 500_000 B: minus the weights 2P = 212_992 and the workspace 1_000
+        #   -> 286_008 B of KV pool
+        (0.5, 286_008),
+        # 0.25 * 1e6 = 250_000 - 212_992 - 1_000 = 36_008 B
+        (0.25, 36_008),
     ],
 )
-def test_rollout_pool_holds_c_mean_sequences_and_one_of_maximum_length(
-    small_instance_data, make_instance, concurrency, expected
+def test_rollout_engine_takes_its_share_and_the_pool_is_what_is_left(
+    small_instance_data, make_instance, utilization, pool
 ):
-    """Pool: max(c*(S + E[T]), S + T) tokens of KV, plus engine.rollout_workspace."""
+    """Footprint: nothing resident, u*M transient; pool = u*M - 2P/(tp*pp) - workspace."""
     small_instance_data["workload"]["gen_quantiles"] = QUANTILES
-    cost = cost_model(make_instance, small_instance_data, engine__rollout_workspace=1000)
-    # S + E[T] = 4 + 2 = 6; KV per token over both layers 256 B
-    footprint = cost.footprint(GENERATE, Strategy(1, 1, 1, 1, concurrency=concurrency))
-    assert footprint.transient == pytest.approx(expected, rel=1e-15)
-    # resident: the weights 2P = 212_992
-    assert footprint.resident == pytest.approx(2 * P, rel=1e-15)
+    cost = cost_model(
+        make_instance,
+        small_instance_data,
+        engine__rollout_workspace=1000,
+        hardware__memory_per_gpu=1e6,
+    )
+    strategy = Strategy(1, 1, 1, 1, gpu_memory_utilization=utilization, max_num_seqs=1)
+    footprint = cost.footprint(GENERATE, strategy)
+    assert footprint.resident == 0.0
+    assert footprint.transient == pytest.approx(utilization * 1e6, rel=1e-15)
+    assert cost.rollout_pool_bytes("actor", strategy) == pytest.approx(pool, rel=1e-12)
+    # KV per token over both layers 2*2*2*16*2 = 256 B: 286_008 / 256 = 1_117.2 and
+    # 36_008 / 256 = 140.66 tokens
+    assert cost.rollout_pool_tokens("actor", strategy) == pytest.approx(pool / 256, rel=1e-12)
 
 
 def test_rollout_saturated_phase_then_tail(small_instance_data, make_instance):
-    """n = 4 sequences, c = 2: prefill in 2 chunks, (n-c)*E[T]/c saturated steps, then the tail."""
+    """n = 4 sequences, c = 2 (max_num_seqs 2; the 40 GB pool holds far more): prefill in 2
+    chunks, (n-c)*E[T]/c saturated steps, then the tail."""
     small_instance_data["workload"]["batch_size"] = 4
     cost = cost_model(make_instance, small_instance_data)
     # Prefill: chunks of c = 2 sequences, M = 8 tokens:
@@ -418,13 +429,17 @@ def test_rollout_saturated_phase_then_tail(small_instance_data, make_instance):
     # Tail: the last 2 sequences, 2 active at contexts 5..8 (no gen_quantiles):
     #   bytes 180224 + 512*l: 182784 + 183296 + 183808 + 184320 = 734_208 -> 1.468416e-3 s
     # total 4.712448e-6 + 1.466368e-3 + 1.468416e-3 = 2.939496448e-3 s
-    time = cost.run_time(GENERATE, (1, 1, 1), Strategy(1, 1, 1, 1, concurrency=2))
+    time = cost.run_time(
+        GENERATE, (1, 1, 1), Strategy(1, 1, 1, 1, gpu_memory_utilization=0.5, max_num_seqs=2)
+    )
     assert time == pytest.approx(2.939496448e-3, rel=1e-12)
     # c = 4 >= n: no saturated phase; prefill one chunk of 4 (M = 16): 3.806208e-6 s
     # (test_cost.py::test_decode_with_gen_quantiles); 4 active at contexts 5..8:
     #   180224 + 1024*l: 185344 + 186368 + 187392 + 188416 = 747_520 -> 1.49504e-3 s
     # total 1.498846208e-3 s
-    time = cost.run_time(GENERATE, (1, 1, 1), Strategy(1, 1, 1, 1, concurrency=4))
+    time = cost.run_time(
+        GENERATE, (1, 1, 1), Strategy(1, 1, 1, 1, gpu_memory_utilization=0.5, max_num_seqs=4)
+    )
     assert time == pytest.approx(1.498846208e-3, rel=1e-12)
 
 
@@ -433,7 +448,9 @@ def test_decode_step_overhead_is_paid_per_round(small_instance_data, make_instan
     small_instance_data["workload"]["batch_size"] = 4
     cost = cost_model(make_instance, small_instance_data, hardware__decode_step_overhead=1e-4)
     # 2.939496448e-3 (previous test) + (4 + 4) * 1e-4 = 3.739496448e-3 s
-    time = cost.run_time(GENERATE, (1, 1, 1), Strategy(1, 1, 1, 1, concurrency=2))
+    time = cost.run_time(
+        GENERATE, (1, 1, 1), Strategy(1, 1, 1, 1, gpu_memory_utilization=0.5, max_num_seqs=2)
+    )
     assert time == pytest.approx(3.739496448e-3, rel=1e-12)
 
 
@@ -449,7 +466,9 @@ def test_eager_rollout_pays_the_launch_cost_of_every_layer(small_instance_data, 
     )
     # 3.739496448e-3 s with CUDA graphs (previous tests) + 8 rounds * 2 layers * 5e-5 s
     #   = 3.739496448e-3 + 8e-4 = 4.539496448e-3 s
-    time = cost.run_time(GENERATE, (1, 1, 1), Strategy(1, 1, 1, 1, concurrency=2))
+    time = cost.run_time(
+        GENERATE, (1, 1, 1), Strategy(1, 1, 1, 1, gpu_memory_utilization=0.5, max_num_seqs=2)
+    )
     assert time == pytest.approx(4.539496448e-3, rel=1e-12)
 
 
@@ -469,7 +488,9 @@ def test_pipelined_decode_round_splits_into_virtual_batches(small_instance_data,
     #   p2p of 2*64*2 = 256 B: 2.56e-7 s per stage step
     #   rounds: 2 * (8.6528e-4 + 4*2.56e-7) = 2 * 8.66304e-4 = 1.732608e-3 s
     # total 6.710272e-6 + 1.732608e-3 = 1.739318272e-3 s
-    time = cost.run_time(GENERATE, (1, 1, 2), Strategy(1, 2, 1, 1, concurrency=3))
+    time = cost.run_time(
+        GENERATE, (1, 1, 2), Strategy(1, 2, 1, 1, gpu_memory_utilization=0.5, max_num_seqs=3)
+    )
     assert time == pytest.approx(1.739318272e-3, rel=1e-12)
 
 
@@ -488,7 +509,9 @@ def test_active_sequences_follow_the_survival_midpoints(small_instance_data, mak
     #   l=5,a=6: 187_904; l=6,a=1: 181_760; l=7,a=1: 182_016; l=8,a=1: 182_272
     #   sum 733_952 B / 5e8 = 1.467904e-3 s
     # total 8.15616e-6 + 1.467904e-3 = 1.47606016e-3 s
-    time = cost.run_time(GENERATE, (1, 1, 1), Strategy(1, 1, 1, 1, concurrency=10))
+    time = cost.run_time(
+        GENERATE, (1, 1, 1), Strategy(1, 1, 1, 1, gpu_memory_utilization=0.5, max_num_seqs=10)
+    )
     assert time == pytest.approx(1.47606016e-3, rel=1e-12)
 
 
@@ -522,12 +545,13 @@ def test_train_strategies_cross_the_v2_dimensions(small_instance_data, make_inst
         (r, z, o) for r in ("none", "full") for z in ("zero1", "zero3") for o in (False, True)
     }
     assert {s.microbatches for s in strategies} == {1}
-    # infer vertices: offload only; generate: concurrency only
+    # infer vertices: offload only; generate: gpu_memory_utilization and max_num_seqs only
     assert {s.offload for s in enumerate_strategies(instance, REFERENCE, (1, 1, 1))} == {
         False,
         True,
     }
-    assert [s.concurrency for s in enumerate_strategies(instance, GENERATE, (1, 1, 1))] == [1]
+    rollouts = enumerate_strategies(instance, GENERATE, (1, 1, 1))
+    assert [(s.gpu_memory_utilization, s.max_num_seqs) for s in rollouts] == [(0.5, 1)]
 
 
 def test_rollout_lower_bound_flops_stay_below_every_candidate():

@@ -39,7 +39,9 @@ def test_closed_form_tail_equals_the_per_token_sum(name):
         for pp in (1, 2, 4):
             for in_flight in (1, 7, 64, 256, 1000):
                 for levels in (("g", "g", "g"), ("n", "r", "g")):
-                    strategy = Strategy(1, pp, tp, 1, concurrency=in_flight)
+                    strategy = Strategy(
+                        1, pp, tp, 1, gpu_memory_utilization=0.5, max_num_seqs=in_flight
+                    )
                     expected = _per_token(cost, "actor", strategy, levels, in_flight)
                     cost._tails.clear()
                     got = cost._decode_tail("actor", strategy, levels, in_flight)
@@ -64,7 +66,7 @@ def test_closed_form_tail_where_gemm_and_memory_cross(memory_bound, m_half, in_f
     data["hardware"]["gemm_m_half"] = m_half
     problem = Problem.from_instance(parse_instance(data, name="cross"))
     cost = problem.directory.cost
-    strategy = Strategy(1, pp, tp, 1, concurrency=in_flight)
+    strategy = Strategy(1, pp, tp, 1, gpu_memory_utilization=0.5, max_num_seqs=in_flight)
     levels = ("g", "g", "g")
     expected = _per_token(cost, "actor", strategy, levels, in_flight)
     got = cost._decode_tail("actor", strategy, levels, in_flight)
@@ -95,7 +97,7 @@ def test_run_sums_split_where_any_two_lines_cross(gemm, memory, low, length, pp)
         return g, m, 0.25 * np.ones_like(x), 0.125
 
     cost._decode_round_terms = terms
-    strategy = Strategy(1, pp, 1, 1, concurrency=4)
+    strategy = Strategy(1, pp, 1, 1, gpu_memory_utilization=0.5, max_num_seqs=4)
     high = low + length
     xs = np.arange(low, high + 1, dtype=np.float64)
     expected = float(np.sum(pp * (np.maximum(*terms(0, 0, 0, context + xs, 0)[:2]) + 0.25) + 0.125))

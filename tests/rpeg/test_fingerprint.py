@@ -59,7 +59,8 @@ def test_fingerprint_ignores_layout_comments_name_solver_and_search_knobs():
         ("workload", "batch_size", 4),
         ("optimizer", "k_eval", 3),
         ("engine", "sequence_packing", False),
-        ("placement", "concurrency", [8]),
+        ("placement", "max_num_seqs", [8]),
+        ("placement", "gpu_memory_utilization", [0.5]),
         ("models", "reward", {"layers": 12, "hidden_dim": 896, "ffn_dim": 4864, "vocab_size": 256}),
     ],
 )
@@ -124,7 +125,8 @@ def test_malformed_instance_entry_is_refused(entry):
 
 
 def test_simulate_plan_of_an_edited_instance_exits_2_in_one_line(cli, tmp_path):
-    """Half the memory: without the fingerprint this reported a memory overflow (exit 1)."""
+    """An eighth of the memory: without the fingerprint the plan is judged on the smaller
+    GPUs and is infeasible (exit 1): its rollout engine would not start."""
     out = tmp_path / "run"
     assert cli("baseline", TINY_PPO, "--out", out)[0] == 0
     data = tiny_ppo_data()
@@ -137,13 +139,15 @@ def test_simulate_plan_of_an_edited_instance_exits_2_in_one_line(cli, tmp_path):
     lines = stderr.splitlines()
     assert len(lines) == 1
     assert "plan.instance" in lines[0] and "another version of 'tiny_ppo_2gpu'" in lines[0]
-    # the same plan without its fingerprint is simulated and overflows
+    # the same plan without its fingerprint is checked on the 3 GB GPUs: its rollout's
+    # 0.2 x 3e9 = 0.6 GB holds not even the weights and workspace
     plan = json.loads((out / "plan.json").read_text())
     del plan["instance"]
     bare = tmp_path / "bare.json"
     bare.write_text(json.dumps(plan))
     code, stdout, _ = cli("simulate", edited, bare)
-    assert code == 1 and "overflows memory" in stdout
+    assert code == 1
+    assert stdout.startswith("INFEASIBLE: plan.vertices.actor.generate: the rollout engine")
 
 
 def test_simulate_result_json_says_pass_plan_json(cli, tmp_path):

@@ -3,12 +3,14 @@
 Known plans:
 
 * the published NeMo RL run (instances/published/nemo_rl_grpo_llama31_8b_2x8_h100):
-  everything colocated on 2 x 8 H100, rollout tp 1 (16 engines) with 128
-  sequences in flight, Megatron tp 1 pp 2 with the distributed optimizer, full
-  recompute, training states offloaded, 4 sequences per train micro-batch and
-  8 per log-prob micro-batch, the reference offloaded, on-policy;
-* the proven optimum of tiny_dpo_2gpu_v2 (tests/solvers/test_exhaustive.py),
-  written by hand: ZeRO-3 training with full recompute, staleness 1;
+  everything colocated on 2 x 8 H100, rollout tp 1 (16 engines) at
+  gpu_memory_utilization 0.6 and max_num_seqs 1024 (128 sequences in flight),
+  Megatron tp 1 pp 2 with the distributed optimizer, full recompute, training
+  states offloaded, 4 sequences per train micro-batch and 8 per log-prob
+  micro-batch, the reference offloaded, on-policy;
+* the placements of the proven optimum of tiny_dpo_2gpu_v2
+  (tests/solvers/test_exhaustive.py), written by hand: ZeRO-3 training with full
+  recompute and offload, both log-prob passes offloaded on a GPU each, staleness 1;
 * a disaggregated plan on tiny_grpo_4gpu, written by hand: the rollout on
   GPUs 0-1, everything else on GPUs 2-3.
 """
@@ -23,6 +25,7 @@ import yaml
 
 from rlplan.outputs.frameworks import FRAMEWORKS, export_config, framework_settings
 from rlplan.outputs.frameworks.common import round_up
+from rlplan.outputs.vocabulary import framework_view
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import plan_from_json, read_plan
 
@@ -33,25 +36,34 @@ NEMO_PLAN = Path(f"{NEMO}.plan.json")
 
 BOTH = {"origin": [0, 0, 0], "extent": [1, 1, 2]}
 HIGH = {"origin": [0, 0, 2], "extent": [1, 1, 2]}
+LOW = {"origin": [0, 0, 0], "extent": [1, 1, 1]}
+SECOND = {"origin": [0, 0, 1], "extent": [1, 1, 1]}
 
-#: The proven optimum of tiny_dpo_2gpu_v2, by hand.
+#: The placements of the proven optimum of tiny_dpo_2gpu_v2, by hand (its run order aside).
 DPO_V2_OPTIMUM = {
     "staleness": {"actor": 1},
     "vertices": {
-        "actor.generate": {"block": BOTH, "dp": 1, "pp": 1, "tp": 2, "concurrency": 32},
-        "actor.infer": {
-            "block": BOTH,
-            "dp": 2,
-            "pp": 1,
-            "tp": 1,
-            "microbatches": 4,
-            "offload": False,
-        },
-        "reference.infer": {
+        "actor.generate": {
             "block": BOTH,
             "dp": 1,
             "pp": 1,
             "tp": 2,
+            "gpu_memory_utilization": 0.2,
+            "max_num_seqs": 32,
+        },
+        "actor.infer": {
+            "block": LOW,
+            "dp": 1,
+            "pp": 1,
+            "tp": 1,
+            "microbatches": 4,
+            "offload": True,
+        },
+        "reference.infer": {
+            "block": SECOND,
+            "dp": 1,
+            "pp": 1,
+            "tp": 1,
             "microbatches": 4,
             "offload": True,
         },
@@ -63,7 +75,7 @@ DPO_V2_OPTIMUM = {
             "microbatches": 4,
             "recompute": "full",
             "sharding": "zero3",
-            "offload": False,
+            "offload": True,
         },
     },
 }
@@ -72,7 +84,14 @@ DPO_V2_OPTIMUM = {
 GRPO_APART = {
     "staleness": {"actor": 0},
     "vertices": {
-        "actor.generate": {"block": BOTH, "dp": 1, "pp": 1, "tp": 2, "concurrency": 32},
+        "actor.generate": {
+            "block": BOTH,
+            "dp": 1,
+            "pp": 1,
+            "tp": 2,
+            "gpu_memory_utilization": 0.2,
+            "max_num_seqs": 32,
+        },
         "reference.infer": {"block": HIGH, "dp": 2, "pp": 1, "tp": 1, "microbatches": 1},
         "reward.infer": {"block": HIGH, "dp": 2, "pp": 1, "tp": 1, "microbatches": 1},
         "actor.train": {"block": HIGH, "dp": 2, "pp": 1, "tp": 1, "microbatches": 1},
@@ -106,28 +125,37 @@ def test_round_up_never_gives_less_memory():
 
 
 def test_published_nemo_rollout_memory_is_computed_by_hand(nemo):
-    """(weights + KV pool + workspace) / 80 GB = 0.4759, exported as 0.48.
+    """The recipe's gpu_memory_utilization 0.6 is exported as is; its KV pool holds every
+    one of a replica's 128 sequences.
 
     Llama-3.1-8B has 8,030,261,248 parameters; the cost model leaves out its
-    266,240 norm weights: 8,029,995,008 (16.06 GB in bf16). E[T] of the
-    instance's length quantiles is 0.5*455 + 0.4*1395 + 0.08*2565 + 0.02*3608
-    = 1,062.86 tokens, so a sequence holds 130 + 1,062.86 tokens on average;
-    the KV cache takes 2 (k, v) x 32 layers x 8 kv heads x 128 x 2 bytes =
-    131,072 bytes per token: 128 sequences in flight need 20.01 GB; the
-    rollout workspace is 2 GB.
+    266,240 norm weights: 8,029,995,008 (16.06 GB in bf16). The engine takes
+    0.6 x 80 GB = 48 GB per GPU; without the weights and the 2 GB workspace
+    its KV pool is 29.94 GB, 228,424 tokens of 2 (k, v) x 32 layers x 8 kv
+    heads x 128 x 2 bytes = 131,072 bytes. E[T] of the instance's length
+    quantiles is 0.5*455 + 0.4*1395 + 0.08*2565 + 0.02*3608 = 1,062.86 and
+    E[T^2] = 0.5*910^2/3 + 0.4*(910^2 + 910*1880 + 1880^2)/3
+    + 0.08*(1880^2 + 1880*3250 + 3250^2)/3 + 0.02*(3250^2 + 3250*3966 + 3966^2)/3
+    = 1,747,848.4, so a live sequence holds 130 + 1,747,848.4/2,125.72 = 952.24
+    tokens: the pool holds 239 of them, more than the 2048/16 = 128 sequences
+    of a replica.
     """
     problem, plan = nemo
-    weights = 2 * 8_029_995_008
-    pool = 128 * (130 + 1062.86) * 131_072
-    expected = (weights + pool + 2e9) / 80e9
-    assert expected == pytest.approx(0.47591, abs=1e-5)
-    assert math.ceil(expected * 100) / 100 == 0.48
+    pool = 0.6 * 80e9 - 2 * 8_029_995_008 - 2e9
+    assert pool == pytest.approx(29_940_009_984)
+    assert pool / 131_072 == pytest.approx(228_424.15, rel=1e-7)
+    live = 130 + 1_747_848.37 / (2 * 1062.86)
+    assert math.floor(pool / 131_072 / live) == 239
+    rollout = framework_view(problem, plan)["vertices"]["actor.generate"]
+    assert rollout["kv_pool_tokens"] == 228_424
+    assert rollout["effective_concurrency"] == 128
     settings = framework_settings(problem, plan, "verl", "plan.json")
-    assert settings.value("actor_rollout_ref.rollout.gpu_memory_utilization") == 0.48
+    assert settings.value("actor_rollout_ref.rollout.gpu_memory_utilization") == 0.6
+    assert settings.value("actor_rollout_ref.rollout.max_num_seqs") == 1024
 
 
 def test_published_nemo_plan_as_verl(nemo):
-    """Megatron (ZeRO-1), rollout tp 1, 0.48, micro-batches 4 / 8, recompute, offload."""
+    """Megatron (ZeRO-1), rollout tp 1, 0.6, micro-batches 4 / 8, recompute, offload."""
     lines = _lines(*nemo, "verl")
     expected = [
         "# Hydra overrides: python3 -m verl.trainer.main_ppo "
@@ -138,8 +166,8 @@ def test_published_nemo_plan_as_verl(nemo):
         "trainer.nnodes=2",
         "trainer.n_gpus_per_node=8",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
-        "actor_rollout_ref.rollout.gpu_memory_utilization=0.48",
-        "actor_rollout_ref.rollout.max_num_seqs=128",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.6",
+        "actor_rollout_ref.rollout.max_num_seqs=1024",
         "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=1",
         "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2",
         "actor_rollout_ref.actor.megatron.use_distributed_optimizer=true",
@@ -187,8 +215,9 @@ def test_published_nemo_plan_as_openrlhf(nemo):
         "--actor.num_gpus_per_node 8",
         "--vllm.num_engines 16",
         "--vllm.tensor_parallel_size 1",
-        "--vllm.gpu_memory_utilization 0.48",
-        "# not expressible in OpenRLHF: rollout max_num_seqs 128 (no flag; vLLM's default applies)",
+        "--vllm.gpu_memory_utilization 0.6",
+        "# not expressible in OpenRLHF: rollout max_num_seqs 1024 (no flag; vLLM's default "
+        "applies)",
         "--train.colocate_all",
         "--vllm.enable_sleep",
         "--ds.zero_stage 1",
@@ -220,9 +249,9 @@ def test_published_nemo_plan_as_nemo_rl(nemo):
     assert policy["generation"]["vllm_cfg"] == {
         "tensor_parallel_size": 1,
         "pipeline_parallel_size": 1,
-        "gpu_memory_utilization": 0.48,
+        "gpu_memory_utilization": 0.6,
     }
-    assert policy["generation"]["vllm_kwargs"] == {"max_num_seqs": 128}
+    assert policy["generation"]["vllm_kwargs"] == {"max_num_seqs": 1024}
     assert policy["generation"]["colocated"] == {"enabled": True}
     assert policy["megatron_cfg"] == {
         "enabled": True,
@@ -247,7 +276,7 @@ def test_published_nemo_plan_as_nemo_rl(nemo):
     }
     assert document["cluster"] == {"num_nodes": 2, "gpus_per_node": 8}
     lines = text.splitlines()
-    assert "      gpu_memory_utilization: 0.48" in lines
+    assert "      gpu_memory_utilization: 0.6" in lines
     # The rule reward: math verification on env.math.num_workers Ray workers, no GPU.
     assert document["env"] == {"math": {"num_workers": 8}}
     assert (
@@ -263,12 +292,13 @@ def test_published_nemo_plan_as_nemo_rl(nemo):
 
 
 def test_zero3_optimum_with_staleness_1(tmp_path):
-    """tiny_dpo_2gpu_v2's optimum: FSDP in verl, ZeRO-3 in OpenRLHF, DTensor in NeMo RL.
+    """tiny_dpo_2gpu_v2's optimum: FSDP in verl, ZeRO-3 in OpenRLHF, DTensor in NeMo RL,
+    with the training states offloaded.
 
     Staleness 1 is inexpressible in verl's synchronous trainer, is async with a
-    queue of 1 in OpenRLHF (whose vLLM then cannot sleep), and async GRPO in
-    NeMo RL, which needs generation apart from training; online DPO is
-    inexpressible in all three.
+    queue of 1 in OpenRLHF, and async GRPO in NeMo RL, which needs generation
+    apart from training; online DPO is inexpressible in all three, and so are
+    log-prob passes on a GPU of their own.
     """
     problem, plan = _hand("tiny_dpo_2gpu_v2", DPO_V2_OPTIMUM)
     verl = _lines(problem, plan, "verl")
@@ -276,17 +306,19 @@ def test_zero3_optimum_with_staleness_1(tmp_path):
         "# Hydra overrides: python3 -m verl.trainer.main_ppo --config-name=ppo_trainer "
         "followed by the key=value lines below",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.2",
         "actor_rollout_ref.rollout.max_num_seqs=32",
         "actor_rollout_ref.actor.strategy=fsdp",
-        "actor_rollout_ref.actor.fsdp_config.param_offload=false",
-        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=false",
+        "actor_rollout_ref.actor.fsdp_config.param_offload=true",
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true",
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
         "actor_rollout_ref.model.enable_gradient_checkpointing=true",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
         "actor_rollout_ref.ref.fsdp_config.param_offload=true",
-        "# not expressible in verl: tp 2 pp 1 of reference.infer (verl's FSDP workers are data "
-        "parallel only; they shard over all GPUs of the pool)",
+        "# not expressible in verl: reference.infer on GPU 1 (tp 1, pp 1, dp 1) apart from "
+        "actor.train on GPUs 0-1 (tp 1, pp 1, dp 2) (verl.trainer.main_ppo runs the rollout, "
+        "actor, reference and critic on one resource pool, each on all of its GPUs)",
         "# not expressible in verl: actor staleness 1 (verl.trainer.main_ppo is synchronous, "
         "staleness 0; verl/experimental/one_step_off_policy runs a one-step off-policy "
         "rollout on GPUs of its own)",
@@ -297,23 +329,19 @@ def test_zero3_optimum_with_staleness_1(tmp_path):
     for line in (
         "--vllm.num_engines 1",
         "--vllm.tensor_parallel_size 2",
-        "--train.colocate_all",
-        "# not expressible in OpenRLHF: the rollout sleeping between its runs under staleness "
-        "1 (async mode keeps vLLM awake: train_ppo_ray asserts it)",
+        "--vllm.gpu_memory_utilization 0.2",
         "--ds.zero_stage 3",
         "--actor.gradient_checkpointing_enable",
         "--train.micro_batch_size 4",
-        "--rollout.micro_batch_size 4",
-        "# not expressible in OpenRLHF: reference.infer micro-batch 8 per GPU while actor.infer "
-        "4 (one --rollout.micro_batch_size)",
-        "# not expressible in OpenRLHF: reference.infer tp 2 while actor.train tp 1 (one "
-        "--ds.tensor_parallel_size for every DeepSpeed model)",
+        "--ds.adam_offload",
+        "--rollout.micro_batch_size 8",
         "--ref.offload",
         "--train.async_enable",
         "--train.async_queue_size 1",
     ):
         assert line in openrlhf
     assert "--vllm.enable_sleep" not in openrlhf
+    assert "--train.colocate_all" not in openrlhf  # the reference has a GPU of its own
     nemo_text = export_config(problem, plan, "nemo-rl", "plan.json")
     document = yaml.safe_load(nemo_text)
     assert document["policy"]["dtensor_cfg"] == {
@@ -329,8 +357,8 @@ def test_zero3_optimum_with_staleness_1(tmp_path):
         "generation runs on GPUs of its own: nemo_rl/algorithms/grpo.py asserts it)"
     ) in nemo_text.splitlines()
     assert (
-        "# not expressible in NeMo RL: reference.infer micro-batch 8 per GPU while actor.infer "
-        "4 (one policy.logprob_batch_size)"
+        "# not expressible in NeMo RL: actor.infer offload true (the policy's weights stay on "
+        "its GPUs)"
     ) in nemo_text.splitlines()
 
 
@@ -372,7 +400,14 @@ def test_infeasible_plans_are_exported_with_a_warning():
     document = {
         "staleness": {"actor": 0},
         "vertices": {
-            "actor.generate": {"block": gpu1, "dp": 1, "pp": 1, "tp": 1, "concurrency": 16},
+            "actor.generate": {
+                "block": gpu1,
+                "dp": 1,
+                "pp": 1,
+                "tp": 1,
+                "gpu_memory_utilization": 0.5,
+                "max_num_seqs": 16,
+            },
             **{
                 name: {"block": gpu1, "dp": 1, "pp": 1, "tp": 1, "microbatches": 8}
                 for name in ("actor.infer", "reference.infer", "reward.infer", "actor.train")

@@ -249,7 +249,7 @@ def test_unknown_key_in_known_section():
     [
         ("workload", "samples_per_promt", "samples_per_prompt"),
         ("engine", "flash_attn", "flash_attention"),
-        ("placement", "concurency", "concurrency"),
+        ("placement", "max_num_seq", "max_num_seqs"),
         ("solver", "time_limt", "time_limit"),
         ("optimizer", "kval", "k_eval"),
     ],
@@ -558,7 +558,8 @@ def test_property_leaves_cover_every_section():
     """The property test below draws from numeric leaves of every section of the file."""
     sections = {leaf.split(".")[0] for leaf in LEAVES}
     assert {"hardware", "models", "workload", "optimizer", "placement", "engine"} <= sections
-    assert "placement.concurrency[0]" in LEAVES
+    assert "placement.max_num_seqs[0]" in LEAVES
+    assert "placement.gpu_memory_utilization[0]" in LEAVES
     assert "hardware.gemm_efficiency" in LEAVES
     assert any(leaf.startswith("optimizer.staleness_candidates.") for leaf in LEAVES)
     assert any(leaf.endswith("]") for leaf in LEAVES)

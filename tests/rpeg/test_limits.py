@@ -85,14 +85,21 @@ def test_a_cluster_larger_than_the_limit_is_refused_with_its_size():
 
 
 @pytest.mark.parametrize(
-    "path", ["placement.microbatches", "placement.concurrency", "workload.gen_quantiles"]
+    "path",
+    [
+        "placement.microbatches",
+        "placement.max_num_seqs",
+        "placement.gpu_memory_utilization",
+        "workload.gen_quantiles",
+    ],
 )
 def test_long_lists_are_refused_naming_the_limit(path):
-    value = (
-        [[i / 100_000, 1024] for i in range(1, 100_001)]
-        if path == "workload.gen_quantiles"
-        else list(range(1, 100_001))
-    )
+    if path == "workload.gen_quantiles":
+        value = [[i / 100_000, 1024] for i in range(1, 100_001)]
+    elif path == "placement.gpu_memory_utilization":
+        value = [i / 100_000 for i in range(1, 100_001)]
+    else:
+        value = list(range(1, 100_001))
     error = refusal(path, value)
     assert error.path == path
     assert "100000 entries" in error.message

@@ -69,9 +69,15 @@ def pinned(name: str, pin: Any) -> Problem:
         ),
         (
             "tiny_grpo_2gpu.yaml",
-            {"actor.train": {"concurrency": 4}},
-            "placement.pin.actor.train.concurrency",
+            {"actor.train": {"max_num_seqs": 4}},
+            "placement.pin.actor.train.max_num_seqs",
             "applies to generate vertices only",
+        ),
+        (
+            "tiny_grpo_2gpu.yaml",
+            {"actor.generate": {"concurrency": 4}},
+            "placement.pin.actor.generate.concurrency",
+            "was renamed: pin max_num_seqs",
         ),
         (
             "tiny_grpo_2gpu.yaml",
@@ -81,9 +87,27 @@ def pinned(name: str, pin: Any) -> Problem:
         ),
         (
             "tiny_grpo_2gpu.yaml",
-            {"actor.generate": {"concurrency": 64}},
-            "placement.pin.actor.generate.concurrency",
-            "64 is not among placement.concurrency (4, 16)",
+            {"actor.generate": {"max_num_seqs": 64}},
+            "placement.pin.actor.generate.max_num_seqs",
+            "64 is not among placement.max_num_seqs (4, 16)",
+        ),
+        (
+            "tiny_grpo_2gpu.yaml",
+            {"actor.generate": {"max_num_seqs": 0}},
+            "placement.pin.actor.generate.max_num_seqs",
+            "must be a positive integer, got 0",
+        ),
+        (
+            "tiny_grpo_2gpu.yaml",
+            {"actor.generate": {"gpu_memory_utilization": 1.5}},
+            "placement.pin.actor.generate.gpu_memory_utilization",
+            "must be a number in (0, 1], got 1.5",
+        ),
+        (
+            "tiny_grpo_2gpu.yaml",
+            {"actor.generate": {"gpu_memory_utilization": 0.9}},
+            "placement.pin.actor.generate.gpu_memory_utilization",
+            "0.9 is not among placement.gpu_memory_utilization (0.2, 0.3, 0.4, 0.5)",
         ),
         (
             "tiny_grpo_2gpu.yaml",
@@ -171,7 +195,7 @@ def test_cli_check_rejects_a_bad_pin_with_exit_2(cli, tmp_path):
     assert code == 2
     assert err.strip().splitlines() == [
         "error: placement.pin.actor.generate.tpp: unknown field; did you mean 'tp'? "
-        "(allowed: block, dp, pp, tp, concurrency)"
+        "(allowed: block, dp, pp, tp, gpu_memory_utilization, max_num_seqs)"
     ]
 
 
@@ -186,22 +210,25 @@ def test_staleness_pin_narrows_the_staleness_candidates():
 
 
 def test_strategy_pins_filter_every_candidate():
-    """Only strategies with the pinned tp, dp and concurrency remain, on any shape."""
-    problem = pinned("tiny_grpo_2gpu.yaml", {"actor.generate": {"tp": 1, "concurrency": 4}})
+    """Only strategies with the pinned tp and max_num_seqs remain, on any shape."""
+    problem = pinned("tiny_grpo_2gpu.yaml", {"actor.generate": {"tp": 1, "max_num_seqs": 4}})
     directory = problem.directory
     index = directory.template.index("actor.generate")
     strategies = [c.strategy for cands in directory.options[index].values() for c in cands]
-    # tp 1 on one GPU, and on both as dp 2 or pp 2, each with concurrency 4 only.
-    assert sorted((s.dp, s.pp, s.tp, s.concurrency) for s in strategies) == [
-        (1, 1, 1, 4),
-        (1, 2, 1, 4),
-        (2, 1, 1, 4),
-    ]
+    # tp 1 on one GPU, and on both as dp 2 or pp 2, each with max_num_seqs 4 only, at the
+    # smallest gpu_memory_utilization whose engine starts (the larger ones are no faster:
+    # 4 sequences fit every pool). With all 28 layers a GPU holds 3.09 GB of weights, and
+    # 0.2 x 24 GB = 4.8 GB leaves no pool beside them and the 2 GB workspace: 0.3.
+    # pp 2 holds 14 layers (1.54 GB of weights): 0.2 leaves a 1.26 GB pool.
+    assert sorted(
+        (s.dp, s.pp, s.tp, s.gpu_memory_utilization, s.max_num_seqs) for s in strategies
+    ) == [(1, 1, 1, 0.3, 4), (1, 2, 1, 0.2, 4), (2, 1, 1, 0.3, 4)]
     vertex = directory.template.vertices[index]
-    assert len(enumerate_strategies(problem.instance, vertex, (1, 1, 2))) == 2
+    # dp 2 or pp 2, each at the 4 fractions
+    assert len(enumerate_strategies(problem.instance, vertex, (1, 1, 2))) == 8
     unpinned = pinned("tiny_grpo_2gpu.yaml", None)
-    # (dp, pp, tp) in (2,1,1), (1,2,1), (1,1,2), each with concurrency 4 or 16.
-    assert len(enumerate_strategies(unpinned.instance, vertex, (1, 1, 2))) == 6
+    # (dp, pp, tp) in (2,1,1), (1,2,1), (1,1,2), each at 4 fractions and max_num_seqs 4 or 16.
+    assert len(enumerate_strategies(unpinned.instance, vertex, (1, 1, 2))) == 24
 
 
 def test_strategy_problem_names_the_broken_pin():
@@ -209,7 +236,7 @@ def test_strategy_problem_names_the_broken_pin():
     problem = pinned("tiny_dpo_2gpu_v2.yaml", {"actor.train": {"micro_batch_size": 8}})
     vertex = problem.directory.template.vertices[problem.directory.template.index("actor.train")]
     # 32 sequences; dp 2 gives 16 per replica, 4 microbatches of 4: not the pinned 8.
-    dp2 = Strategy(2, 1, 1, 4, "full", "zero3", False, 0)
+    dp2 = Strategy(2, 1, 1, 4, "full", "zero3", False)
     assert (
         strategy_problem(problem.instance, vertex, (1, 1, 2), dp2)
         == "placement.pin.actor.train: micro_batch_size 8 pinned, got 4"

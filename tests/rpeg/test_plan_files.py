@@ -18,7 +18,8 @@ from rlplan.rpeg.search.sampling import random_plan
 from tests.rpeg.conftest import _load
 
 #: instances/tiny_dpo_2gpu.yaml: vertices actor.generate, actor.infer, reference.infer,
-#: actor.train; B*K = 32 sequences; microbatches [1, 2]; concurrency [8, 32]; no
+#: actor.train; B*K = 32 sequences; microbatches [1, 2]; rollout
+#: gpu_memory_utilization [0.2, 0.3, 0.4, 0.5] and max_num_seqs [8, 32]; no
 #: recompute, ZeRO-3 or offload in its plan space.
 TINY = "tiny_dpo_2gpu.yaml"
 #: The same with every v2 dimension in the plan space (microbatches [4]).
@@ -53,8 +54,11 @@ def test_v1_plan_loads_with_defaults():
     names = directory.template.names
     assert names == ("actor.generate", "actor.infer", "reference.infer", "actor.train")
     placements = dict(zip(names, plan.placements, strict=True))
-    # rollout: 32 sequences in 4 waves of 8 -> the smallest concurrency >= 8, i.e. 8
-    assert placements["actor.generate"].strategy == Strategy(1, 1, 2, 1, concurrency=8)
+    # rollout: 32 sequences in 4 waves of 8 -> the smallest max_num_seqs >= 8, i.e. 8, at
+    # the largest gpu_memory_utilization of the plan space, 0.5
+    assert placements["actor.generate"].strategy == Strategy(
+        1, 1, 2, 1, gpu_memory_utilization=0.5, max_num_seqs=8
+    )
     # reference and training: none / zero1 / no offload
     assert placements["reference.infer"].strategy == Strategy(1, 1, 1, 2)
     assert placements["actor.train"].strategy == Strategy(2, 1, 1, 2, "none", "zero1", False)
@@ -65,15 +69,15 @@ def test_v1_plan_loads_with_defaults():
     assert plan.order is None
 
 
-@pytest.mark.parametrize(("waves", "concurrency"), [(1, 32), (2, 32), (4, 8)])
-def test_v1_rollout_microbatches_become_a_concurrency(waves, concurrency):
-    """v1 decoded ceil(32/mb) sequences at a time: the smallest concurrency holding them."""
+@pytest.mark.parametrize(("waves", "max_num_seqs"), [(1, 32), (2, 32), (4, 8)])
+def test_v1_rollout_microbatches_become_a_max_num_seqs(waves, max_num_seqs):
+    """v1 decoded ceil(32/mb) sequences at a time: the smallest max_num_seqs holding them."""
     # mb 1 -> 32 -> 32; mb 2 -> 16 -> 32 (no 16 in [8, 32]); mb 4 -> 8 -> 8
     directory = _load(TINY).directory
     document = v1_plan()
     document["vertices"]["actor.generate"]["microbatches"] = waves
     plan = plan_from_json(document, directory)
-    assert plan.placements[0].strategy.concurrency == concurrency
+    assert plan.placements[0].strategy.max_num_seqs == max_num_seqs
 
 
 @pytest.mark.parametrize(
@@ -129,7 +133,7 @@ def v2_plan(problem: Problem) -> Plan:
     whole = cluster.block_from_json(WHOLE, "block")
     gpu1 = cluster.block_from_json(GPU1, "block")
     placements = (
-        Placement(whole, Strategy(1, 1, 2, 1, concurrency=8)),
+        Placement(whole, Strategy(1, 1, 2, 1, gpu_memory_utilization=0.2, max_num_seqs=8)),
         Placement(whole, Strategy(2, 1, 1, 4)),
         Placement(gpu1, Strategy(1, 1, 1, 4, offload=True)),
         Placement(whole, Strategy(2, 1, 1, 4, "full", "zero3", True)),
@@ -148,7 +152,8 @@ def test_v2_fields_are_written_explicitly():
         "dp": 1,
         "pp": 1,
         "tp": 2,
-        "concurrency": 8,
+        "gpu_memory_utilization": 0.2,
+        "max_num_seqs": 8,
     }
     # 32 sequences over dp 2: 16 per replica, 4 microbatches of 4
     assert vertices["actor.infer"] == {
@@ -243,7 +248,7 @@ def test_counts_whose_size_does_not_divide_round_trip(small_instance_data, make_
     data = copy.deepcopy(small_instance_data)
     data["workload"]["batch_size"] = 10
     data["placement"]["microbatches"] = [6]
-    data["placement"]["concurrency"] = [10]
+    data["placement"]["max_num_seqs"] = [10]
     problem = Problem.from_instance(make_instance(data))
     directory = problem.directory
     block = directory.cluster.blocks[0]
@@ -288,10 +293,35 @@ def test_counts_whose_size_does_not_divide_round_trip(small_instance_data, make_
             "generate vertices only",
         ),
         (
+            "reference.infer",
+            {"max_num_seqs": 8},
+            "plan.vertices.reference.infer.max_num_seqs",
+            "generate vertices only",
+        ),
+        (
+            "reference.infer",
+            {"gpu_memory_utilization": 0.5},
+            "plan.vertices.reference.infer.gpu_memory_utilization",
+            "generate vertices only",
+        ),
+        (
             "actor.generate",
             {"concurrency": 16},
+            "plan.vertices.actor.generate.concurrency",
+            "16 (read as max_num_seqs) is not among placement.max_num_seqs (8, 32)",
+        ),
+        (
+            "actor.generate",
+            {"max_num_seqs": 16},
             "plan.vertices.actor.generate",
-            "concurrency 16 not among placement.concurrency (8, 32)",
+            "max_num_seqs 16 not among placement.max_num_seqs (8, 32)",
+        ),
+        (
+            "actor.generate",
+            {"gpu_memory_utilization": 0.9},
+            "plan.vertices.actor.generate",
+            "gpu_memory_utilization 0.9 not among placement.gpu_memory_utilization "
+            "(0.2, 0.3, 0.4, 0.5)",
         ),
     ],
 )

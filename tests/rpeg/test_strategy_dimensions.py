@@ -38,7 +38,13 @@ INSTANCES = Path(__file__).resolve().parents[2] / "instances"
 
 def test_each_kind_has_the_plan_file_fields_it_always_had():
     """Plan files and pins take these fields, in this order, per vertex kind."""
-    assert plan_fields(Kind.GENERATE) == ("dp", "pp", "tp", "concurrency")
+    assert plan_fields(Kind.GENERATE) == (
+        "dp",
+        "pp",
+        "tp",
+        "gpu_memory_utilization",
+        "max_num_seqs",
+    )
     assert plan_fields(Kind.INFER) == (
         "dp",
         "pp",
@@ -61,15 +67,28 @@ def test_each_kind_has_the_plan_file_fields_it_always_had():
 
 
 def test_the_declared_dimensions_and_where_they_apply():
-    assert [d.name for d in DIMENSIONS] == ["recompute", "sharding", "offload", "concurrency"]
+    assert [d.name for d in DIMENSIONS] == [
+        "recompute",
+        "sharding",
+        "offload",
+        "gpu_memory_utilization",
+        "max_num_seqs",
+    ]
     kinds = {d.name: d.kinds for d in DIMENSIONS}
     assert kinds == {
         "recompute": {Kind.TRAIN},
         "sharding": {Kind.TRAIN},
         "offload": {Kind.TRAIN, Kind.INFER},
-        "concurrency": {Kind.GENERATE},
+        "gpu_memory_utilization": {Kind.GENERATE},
+        "max_num_seqs": {Kind.GENERATE},
     }
-    assert [d.label for d in DIMENSIONS] == ["recompute", "sharding", "offload", "max_num_seqs"]
+    assert [d.label for d in DIMENSIONS] == [
+        "recompute",
+        "sharding",
+        "offload",
+        "gpu_memory_utilization",
+        "max_num_seqs",
+    ]
     assert strategy.dimension("offload").applies_words == "train and infer vertices only"
 
 
@@ -77,7 +96,11 @@ def test_choices_keep_the_strings_of_plan_files_and_instances():
     assert [str(c) for c in strategy.dimension("recompute").choices] == ["none", "full"]
     assert [str(c) for c in strategy.dimension("sharding").choices] == ["zero1", "zero3"]
     assert strategy.dimension("offload").choices == (False, True)
-    assert strategy.dimension("concurrency").choices is None
+    # numbers read as given: a fraction in (0, 1] and a positive count
+    assert strategy.dimension("gpu_memory_utilization").choices is None
+    assert strategy.dimension("max_num_seqs").choices is None
+    assert strategy.dimension("gpu_memory_utilization").numeric
+    assert not strategy.dimension("offload").numeric
     # str enums: equal to, hashed like and serialised as their strings.
     assert Recompute.FULL == "full" and hash(Sharding.ZERO3) == hash("zero3")
     assert json.dumps([Recompute.NONE, Sharding.ZERO1]) == '["none", "zero1"]'
@@ -88,7 +111,10 @@ def test_defaults_are_the_plan_space_and_strategy_defaults_of_before():
     assert placement.recompute == ("none", "full")
     assert placement.sharding == ("zero1", "zero3")
     assert placement.offload == (False, True)
-    assert placement.concurrency == (32, 64, 128, 256, 512, 1024)
+    # the rollout engine's share of a GPU as verl, NeMo RL, vLLM and OpenRLHF set it, and
+    # vLLM's two max_num_seqs defaults (rlplan/rpeg/strategy.py cites the files)
+    assert placement.gpu_memory_utilization == (0.5, 0.6, 0.8, 0.9, 0.95)
+    assert placement.max_num_seqs == (256, 1024)
     assert placement.micro_batch_sizes == (1, 2, 4, 8)
     assert placement.microbatches is None
     plain = Strategy(1, 1, 1)
@@ -98,7 +124,7 @@ def test_defaults_are_the_plan_space_and_strategy_defaults_of_before():
         "zero1",
         False,
     )
-    assert plain.concurrency == 0
+    assert (plain.gpu_memory_utilization, plain.max_num_seqs) == (0.0, 0)
 
 
 def test_strategy_fields_follow_the_declaration_in_order():
@@ -116,20 +142,21 @@ def test_strategy_fields_follow_the_declaration_in_order():
         *(d.name for d in DIMENSIONS),
     ]
     # Positional construction keeps the order it always had.
-    assert Strategy(2, 1, 1, 4, "full", "zero3", True, 0) == Strategy(
+    assert Strategy(2, 1, 1, 4, "full", "zero3", True, 0.0, 0) == Strategy(
         2, 1, 1, 4, recompute="full", sharding="zero3", offload=True
     )
 
 
 def test_hash_layout_and_label_come_from_the_declaration():
     zero3 = Strategy(4, 1, 2, 2, Recompute.FULL, Sharding.ZERO3, True)
-    assert hash(zero3) == hash((4, 1, 2, 2, "full", "zero3", True, 0))
+    assert hash(zero3) == hash((4, 1, 2, 2, "full", "zero3", True, 0.0, 0))
     assert hash(zero3) == hash(Strategy(4, 1, 2, 2, "full", "zero3", True))
     assert zero3.layout == (2, 1, 4)
     assert Strategy(4, 1, 2, 2).layout == (2, 1, 1)
     assert zero3.label() == "dp4 pp1 tp2 mb2 recompute zero3 offload"
     assert Strategy(4, 1, 2, 2).label() == "dp4 pp1 tp2 mb2"
-    assert Strategy(8, 1, 1, concurrency=256).label() == "dp8 pp1 tp1 c256"
+    rollout = Strategy(8, 1, 1, gpu_memory_utilization=0.8, max_num_seqs=256)
+    assert rollout.label() == "dp8 pp1 tp1 u0.8 s256"
 
 
 # -- a throw-away dimension -------------------------------------------------------------

@@ -90,7 +90,7 @@ def _plan(problem: Problem, layout: dict[str, tuple[int, int, Strategy]], stalen
 
 #: Actor vertices on GPUs 0-1 (one block), reference on GPU 2, reward on GPU 3.
 SPLIT = {
-    "actor.generate": (0, 2, Strategy(1, 1, 2, concurrency=32)),
+    "actor.generate": (0, 2, Strategy(1, 1, 2, gpu_memory_utilization=0.5, max_num_seqs=32)),
     "actor.infer": (0, 2, Strategy(2, 1, 1, microbatches=1)),
     "actor.train": (0, 2, Strategy(2, 1, 1, 2, recompute="full", sharding="zero3")),
     "reference.infer": (2, 1, Strategy(1, 1, 1, microbatches=2)),
@@ -126,25 +126,30 @@ def test_micro_batch_size_per_gpu_in_sequences_and_tokens(split_view):
     assert "micro_batch_size_per_gpu" not in vertices["actor.generate"]
 
 
-def test_rollout_gpu_memory_utilization_by_hand(split_view):
-    """(weights + KV pool + workspace) / memory_per_gpu for tp 2, max_num_seqs 32."""
+def test_rollout_memory_and_effective_concurrency_by_hand(split_view):
+    """The plan's gpu_memory_utilization 0.5 and max_num_seqs 32 on tp 2; the KV pool is
+    what 0.5 x 100 MB leaves after weights and workspace, and holds every sequence."""
     _, _, view = split_view
     rollout = view["vertices"]["actor.generate"]
     # Parameters: a layer is d(d + 2*kv*h) + d*d + 3*d*f = 64*128 + 4096 + 3*64*128 = 36864;
     # P = 2*36864 + V*d (embedding) + V*d (head) = 73728 + 16384 + 16384 = 106496.
     # Weights per GPU at tp 2: 2*P/2 = 106496 bytes.
     weights = 106496.0
-    # KV per token over 2 layers at tp 2: 2*2*kv*h*2 / min(tp, kv) = 2*2*2*16*2/2 = 128 bytes;
-    # the pool holds max(32*(S + E[T]), S + T) = max(32*8, 8) = 256 tokens: 32768 bytes.
-    pool = 32768.0
     workspace = 1e6
+    # KV pool: 0.5 * 1e8 - 106496 - 1e6 = 48_893_504 bytes.
+    pool = 48_893_504.0
     assert rollout["rollout_memory_bytes"] == {
         "weights": weights,
         "kv_pool": pool,
         "workspace": workspace,
     }
-    # (106496 + 32768 + 1e6) / 1e8 = 1139264 / 1e8.
-    assert rollout["gpu_memory_utilization"] == pytest.approx(1139264 / MEMORY_PER_GPU)
+    # KV per token over 2 layers at tp 2: 2*2*kv*h*2 / min(tp, kv) = 2*2*2*16*2/2 = 128
+    # bytes: 48_893_504 / 128 = 381_980.5 tokens -> 381_980.
+    assert rollout["kv_pool_tokens"] == 381_980
+    # A live sequence holds S + E[T^2]/(2 E[T]) = 4 + 16/8 = 6 tokens: the pool holds
+    # 63_663 of them, so c = min(max_num_seqs 32, the replica's 9 sequences, 63_663) = 9.
+    assert rollout["effective_concurrency"] == 9
+    assert rollout["gpu_memory_utilization"] == 0.5
     assert rollout["max_num_seqs"] == 32
     assert (rollout["tp"], rollout["pp"], rollout["dp"]) == (2, 1, 1)
 
@@ -194,7 +199,11 @@ def test_colocated_and_concurrent_of_a_split_plan(split_view):
 def test_one_block_plan_is_one_colocated_group_and_nothing_concurrent():
     problem = _problem()
     layout = {name: (0, 4, strategy) for name, (_, _, strategy) in SPLIT.items()}
-    layout["actor.generate"] = (0, 4, Strategy(2, 1, 2, concurrency=64))
+    layout["actor.generate"] = (
+        0,
+        4,
+        Strategy(2, 1, 2, gpu_memory_utilization=0.5, max_num_seqs=64),
+    )
     layout["actor.infer"] = (0, 4, Strategy(4, 1, 1, microbatches=1))
     layout["actor.train"] = (0, 4, Strategy(4, 1, 1, microbatches=1))
     layout["reference.infer"] = (0, 4, Strategy(4, 1, 1, microbatches=1))
@@ -214,7 +223,11 @@ def test_nested_blocks_are_colocated_but_not_one_block():
     """Rollout on GPUs 0-3 and reference on GPU 2 share GPU 2: one group, two blocks."""
     problem = _problem()
     layout = dict(SPLIT)
-    layout["actor.generate"] = (0, 4, Strategy(2, 1, 2, concurrency=32))
+    layout["actor.generate"] = (
+        0,
+        4,
+        Strategy(2, 1, 2, gpu_memory_utilization=0.5, max_num_seqs=32),
+    )
     view = framework_view(problem, _plan(problem, layout, staleness=0))
     assert len(view["colocated"]) == 1
     group = view["colocated"][0]
@@ -262,8 +275,9 @@ def test_view_is_plain_json_and_renders(split_view):
     assert "| actor.train | GPUs 0-1 | 1 | 1 | 2 | 3 / 24 (2 microbatches) |" in text
     assert "full activation checkpointing | ZeRO-3 / FSDP full shard | no |" in text
     assert "| actor.generate | GPUs 0-1 | 2 | 1 | 1 | — |" in text
-    # 0.01139264 rounded up to the hundredth.
-    assert "| 32 | 0.02 |" in text
+    # gpu_memory_utilization 0.5, max_num_seqs 32, effective concurrency 9 (the replica's
+    # sequences, test_rollout_memory_and_effective_concurrency_by_hand)
+    assert "| 0.5 | 32 | 9 |" in text
     assert "| 5 / 40 (1 microbatch) |" in text
     assert "- GPUs 0-1: actor.generate, actor.infer, actor.train (one block)" in text
     assert "- reference.infer and reward.infer" in text

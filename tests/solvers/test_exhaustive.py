@@ -22,6 +22,10 @@ from tests.solvers.conftest import load_problem
 #: CP-SAT, the MILP (test_exact.py) and the local search (test_local.py) find the same
 #: value. The plan behind each optimum:
 #:
+#: Every rollout below runs at the smallest gpu_memory_utilization of its instance whose
+#: engine starts (0.2 of a 24 GB GPU, 4.8 GB; 0.8 on the lag instances): its KV pool then
+#: holds every sequence of a replica, so a larger share is no faster and needs more memory.
+#:
 #: * tiny_ppo_2gpu (actor staleness 0 or 1): the rollout on both GPUs (tp 2, 8.9283 s),
 #:   critic.infer dp 2 (0.0909 s), then reference.infer on GPU 0 beside reward.infer on
 #:   GPU 1 (0.2463 s), critic.train and actor.train tp 2 on both (0.4013 + 0.4983 s):
@@ -33,11 +37,15 @@ from tests.solvers.conftest import load_problem
 #: * tiny_ppo_2gpu_ac (AC-share, lambda_ac 0.15): the same separate plan and score; the
 #:   best fused plan is 4.7 % faster raw (19.3712 s) but scores 19.3712 x 1.15 = 22.2768 s
 #:   (its header; test_ac_share.py checks both templates).
-#: * tiny_grpo_2gpu: the rollout tp 2 (8.4142 s), reward.infer dp 2 (0.0596 s),
-#:   actor.infer on GPU 0 beside reference.infer on GPU 1 (0.5006 s), actor.train tp 2
-#:   (0.9380 s), each step in turn: 2 * 9.9124 s. Staleness 0 again costs no lag; the
-#:   weights for actor.infer (another block) move while the next rollout runs. Both
-#:   baselines give 19.8281 s.
+#: * tiny_grpo_2gpu: actor.train tp 2 keeps its ZeRO-1 states (14.22 GB) on both GPUs,
+#:   so the rollout's engine gets 0.2 (4.8 GB; 0.3 would overflow GPU 1, which also holds
+#:   reference.infer's 3.55 GB: 14.22 + 3.55 + 7.2 > 22.8). The rollout tp 2 (8.4142 s),
+#:   then reward.infer (0.1189 s) and actor.infer (0.5006 s) on GPU 0 beside
+#:   reference.infer on GPU 1 (0.5006 s), actor.train tp 2 (0.9380 s), each step in turn:
+#:   2 * 9.9717 s. reward.infer cannot run dp 2: its weights on GPU 1 would overflow it
+#:   (22.57 + 0.49 > 22.8 GB). Staleness 0 again costs no lag; the weights for
+#:   actor.infer (another block) move while the next rollout runs. Both baselines give
+#:   19.9760 s.
 #: * tiny_grpo_4gpu (no actor.infer): every vertex on the 4 GPUs in turn, 2 * (2.1840
 #:   + 0.0398 + 0.0290 + 0.1887) s; the baselines find this plan.
 #: * tiny_dpo_2gpu: every vertex on both GPUs in turn: rollout tp 2 (3.8393 s),
@@ -47,10 +55,15 @@ from tests.solvers.conftest import load_problem
 #:   + 0.2497 + 0.2497 + 0.9630) s plus the 0.0356 s reshard of the actor's weights
 #:   (dp 4 -> tp 4) before the second rollout; the baselines find this plan.
 #: * tiny_dpo_2gpu_v2 (every v2 dimension, 15.12 GB per GPU): actor.train fits only with
-#:   full recompute, fastest with ZeRO-3 over both GPUs (1.0597 s, 11.99 GB resident);
-#:   beside it reference.infer fits only offloaded (0.4130 s); rollout tp 2 with
-#:   concurrency 32 (3.8393 s) and actor.infer dp 2 (0.2649 s); everything on both GPUs in
-#:   turn, staleness 1 (a ZeRO-3 source always pays a reshard): 2 * 5.5770 s.
+#:   full recompute and over both GPUs (ZeRO-3: 11.99 GB resident), so the rollout, whose
+#:   engine takes at least 4.8 GB, shares its GPUs: 11.99 + 4.8 > 15.12, and actor.train
+#:   is offloaded too (2.0187 s, 13.56 GB transient). actor.infer and reference.infer run
+#:   offloaded on a GPU each, side by side (0.6491 s; resident weights of 2.47 GB would not
+#:   fit beside the training's 13.56 GB); rollout tp 2 at 0.2 with max_num_seqs 32
+#:   (3.8393 s). Staleness 1 (a ZeRO-3 source always pays a reshard) with every run of a
+#:   step before the next step's: 2 * (3.8393 + d + 0.6491 + d + 2.0187) s = 13.0143 s,
+#:   d = 13.2 us a data transfer between the blocks; the simulator's default run priority
+#:   gives 13.7833 s, so the optimum needs the explicit order. The baselines give 13.7764 s.
 #: * tiny_lag_grpo_2gpu (staleness 0 only; the header gives the memory argument): the
 #:   rollout cannot share a GPU with actor.train, and actor.train on both GPUs would leave
 #:   the rollout none, so the rollout runs on one GPU (G = 2.8083 s) and actor.train on the
@@ -71,11 +84,11 @@ KNOWN_OPTIMA = {
     "tiny_ppo_2gpu.yaml": 20.330197131515494,
     "tiny_ppo_2gpu_sync.yaml": 20.330197131515494,
     "tiny_ppo_2gpu_ac.yaml": 20.330197131515494,
-    "tiny_grpo_2gpu.yaml": 19.824900882581485,
+    "tiny_grpo_2gpu.yaml": 19.94340756012737,
     "tiny_grpo_4gpu.yaml": 4.8831526499616436,
     "tiny_dpo_2gpu.yaml": 10.671839143732873,
     "tiny_dpo_4gpu.yaml": 17.99442414619981,
-    "tiny_dpo_2gpu_v2.yaml": 11.153978520875567,
+    "tiny_dpo_2gpu_v2.yaml": 13.014312102342716,
     "tiny_lag_grpo_2gpu.yaml": 6.254000997563825,
     "tiny_lag_grpo_2gpu_async.yaml": 8.822877579520135,
 }
@@ -83,7 +96,7 @@ KNOWN_OPTIMA = {
 _PPO = (
     {"actor": 0, "critic": 0},
     [
-        ("actor.generate", 0, 2, Strategy(1, 1, 2, 1, concurrency=16)),
+        ("actor.generate", 0, 2, Strategy(1, 1, 2, 1, gpu_memory_utilization=0.2, max_num_seqs=16)),
         ("reference.infer", 0, 1, Strategy(1, 1, 1, 1)),
         ("reward.infer", 1, 1, Strategy(1, 1, 1, 1)),
         ("critic.infer", 0, 2, Strategy(2, 1, 1, 1)),
@@ -92,7 +105,7 @@ _PPO = (
     ],
 )
 _LAG = [
-    ("actor.generate", 0, 1, Strategy(1, 1, 1, 1, concurrency=16)),
+    ("actor.generate", 0, 1, Strategy(1, 1, 1, 1, gpu_memory_utilization=0.8, max_num_seqs=16)),
     ("reward.infer", 0, 2, Strategy(1, 1, 2, 1)),
     ("actor.train", 1, 1, Strategy(1, 1, 1, 1)),
 ]
@@ -106,17 +119,27 @@ OPTIMAL_PLANS = {
     "tiny_grpo_2gpu.yaml": (
         {"actor": 0},
         [
-            ("actor.generate", 0, 2, Strategy(1, 1, 2, 1, concurrency=16)),
+            (
+                "actor.generate",
+                0,
+                2,
+                Strategy(1, 1, 2, 1, gpu_memory_utilization=0.2, max_num_seqs=16),
+            ),
             ("actor.infer", 0, 1, Strategy(1, 1, 1, 8)),
             ("reference.infer", 1, 1, Strategy(1, 1, 1, 8)),
-            ("reward.infer", 0, 2, Strategy(2, 1, 1, 8)),
+            ("reward.infer", 0, 1, Strategy(1, 1, 1, 8)),
             ("actor.train", 0, 2, Strategy(1, 1, 2, 8)),
         ],
     ),
     "tiny_grpo_4gpu.yaml": (
         {"actor": 0},
         [
-            ("actor.generate", 0, 4, Strategy(2, 1, 2, 1, concurrency=32)),
+            (
+                "actor.generate",
+                0,
+                4,
+                Strategy(2, 1, 2, 1, gpu_memory_utilization=0.2, max_num_seqs=32),
+            ),
             ("reference.infer", 0, 4, Strategy(4, 1, 1, 1)),
             ("reward.infer", 0, 4, Strategy(4, 1, 1, 1)),
             ("actor.train", 0, 4, Strategy(2, 1, 2, 1)),
@@ -125,7 +148,12 @@ OPTIMAL_PLANS = {
     "tiny_dpo_2gpu.yaml": (
         {"actor": 0},
         [
-            ("actor.generate", 0, 2, Strategy(1, 1, 2, 1, concurrency=32)),
+            (
+                "actor.generate",
+                0,
+                2,
+                Strategy(1, 1, 2, 1, gpu_memory_utilization=0.2, max_num_seqs=32),
+            ),
             ("actor.infer", 0, 2, Strategy(2, 1, 1, 1)),
             ("reference.infer", 0, 2, Strategy(2, 1, 1, 1)),
             ("actor.train", 0, 2, Strategy(1, 1, 2, 2)),
@@ -134,7 +162,12 @@ OPTIMAL_PLANS = {
     "tiny_dpo_4gpu.yaml": (
         {"actor": 0},
         [
-            ("actor.generate", 0, 4, Strategy(1, 1, 4, 1, concurrency=32)),
+            (
+                "actor.generate",
+                0,
+                4,
+                Strategy(1, 1, 4, 1, gpu_memory_utilization=0.2, max_num_seqs=32),
+            ),
             ("actor.infer", 0, 4, Strategy(4, 1, 1, 1)),
             ("reference.infer", 0, 4, Strategy(4, 1, 1, 1)),
             ("actor.train", 0, 4, Strategy(4, 1, 1, 2)),
@@ -143,11 +176,17 @@ OPTIMAL_PLANS = {
     "tiny_dpo_2gpu_v2.yaml": (
         {"actor": 1},
         [
-            ("actor.generate", 0, 2, Strategy(1, 1, 2, 1, concurrency=32)),
-            ("actor.infer", 0, 2, Strategy(2, 1, 1, 4)),
-            ("reference.infer", 0, 2, Strategy(1, 1, 2, 4, offload=True)),
-            ("actor.train", 0, 2, Strategy(2, 1, 1, 4, "full", "zero3", False)),
+            (
+                "actor.generate",
+                0,
+                2,
+                Strategy(1, 1, 2, 1, gpu_memory_utilization=0.2, max_num_seqs=32),
+            ),
+            ("actor.infer", 0, 1, Strategy(1, 1, 1, 4, offload=True)),
+            ("reference.infer", 1, 1, Strategy(1, 1, 1, 4, offload=True)),
+            ("actor.train", 0, 2, Strategy(2, 1, 1, 4, "full", "zero3", True)),
         ],
+        "step order",
     ),
     "tiny_lag_grpo_2gpu.yaml": ({"actor": 0}, _LAG),
     "tiny_lag_grpo_2gpu_async.yaml": ({"actor": 1}, _LAG, "step order"),
@@ -306,11 +345,14 @@ def test_v2_optimum_uses_recompute_zero3_and_offload():
         name: placement.strategy
         for name, placement in zip(directory.template.names, placements, strict=True)
     }
-    assert strategies["actor.train"] == Strategy(2, 1, 1, 4, "full", "zero3", False)
-    assert strategies["reference.infer"] == Strategy(1, 1, 2, 4, offload=True)
-    assert strategies["actor.generate"] == Strategy(1, 1, 2, 1, concurrency=32)
+    assert strategies["actor.train"] == Strategy(2, 1, 1, 4, "full", "zero3", True)
+    assert strategies["actor.infer"] == Strategy(1, 1, 1, 4, offload=True)
+    assert strategies["reference.infer"] == Strategy(1, 1, 1, 4, offload=True)
+    assert strategies["actor.generate"] == Strategy(
+        1, 1, 2, 1, gpu_memory_utilization=0.2, max_num_seqs=32
+    )
     assert result.plan.staleness_map == {"actor": 1}
-    # peak 11.99 GB (ZeRO-3 states) + 2.69 GB (offloaded reference: weights + working set)
+    # peak 13.56 GB: nothing resident, the offloaded ZeRO-3 training the largest transient
     trace = problem.simulator.simulate(result.plan)
     assert max(trace.peak_memory_bytes) <= directory.capacity
 

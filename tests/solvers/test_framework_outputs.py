@@ -38,7 +38,9 @@ def test_solve_writes_framework_settings(tmp_path, capsys):
         assert (entry["tp"], entry["pp"], entry["dp"]) == (placed["tp"], placed["pp"], placed["dp"])
         assert entry["num_gpus"] == entry["tp"] * entry["pp"] * entry["dp"]
         if entry["kind"] == "generate":
-            assert entry["max_num_seqs"] == placed["concurrency"]
+            assert entry["max_num_seqs"] == placed["max_num_seqs"]
+            assert entry["gpu_memory_utilization"] == placed["gpu_memory_utilization"]
+            assert 1 <= entry["effective_concurrency"] <= entry["max_num_seqs"]
             assert 0.0 < entry["gpu_memory_utilization"] <= 1.0
         else:
             assert entry["micro_batch_size_per_gpu"] == placed["micro_batch_size"]

@@ -28,28 +28,37 @@ from tests.solvers.test_exhaustive import KNOWN_OPTIMA
 INSTANCES = Path(__file__).resolve().parents[2] / "instances"
 
 #: Pin sets covering every kind of pin: a block (origin and extent, origin or
-#: extent only), dp/tp, rollout concurrency, micro-batch size, recompute,
-#: sharding, offload and staleness. Each costs time (the grpo set: 29.9849 s
-#: against 29.0435 s with only its strategy and staleness pins, as actor.infer
-#: and reference.infer must share GPU 1), so a solver ignoring a pin would
-#: leave it.
+#: extent only), dp/tp, the rollout's gpu_memory_utilization and max_num_seqs,
+#: micro-batch size, recompute, sharding, offload and staleness. Each costs time
+#: (the grpo set: 33.3084 s against 32.5448 s with only its strategy and staleness
+#: pins, as actor.infer and reference.infer must share GPU 1 and reward.infer runs on
+#: one GPU; its rollout, tp 1 and dp 1 at gpu_memory_utilization 0.2, is pp 2 on both
+#: GPUs: on one GPU the engine would hold no KV pool), so a solver ignoring a pin would
+#: leave it. The dpo set keeps the ZeRO-1 training offloaded: beside the rollout's
+#: 4.8 GB its 12.36 GB of states would not fit the 15.12 GB of a GPU.
 PIN_SETS: dict[str, tuple[str, dict[str, Any]]] = {
     "grpo-block-tp-staleness": (
         "tiny_grpo_2gpu.yaml",
         {
-            "actor.generate": {"tp": 1, "dp": 2, "concurrency": 16},
+            "actor.generate": {
+                "tp": 1,
+                "dp": 1,
+                "gpu_memory_utilization": 0.2,
+                "max_num_seqs": 16,
+            },
             "actor.infer": {"block": {"origin": [0, 0, 1], "extent": [1, 1, 1]}},
             "reference.infer": {"block": {"origin": [0, 0, 1]}},
+            "reward.infer": {"block": {"extent": [1, 1, 1]}},
             "staleness": {"actor": 0},
         },
     ),
     "dpo-v2-recompute-sharding-offload": (
         "tiny_dpo_2gpu_v2.yaml",
         {
-            "actor.train": {"sharding": "zero1", "recompute": "full"},
+            "actor.train": {"sharding": "zero1", "recompute": "full", "offload": True},
             "actor.infer": {"micro_batch_size": 8},
             "reference.infer": {"offload": True, "block": {"extent": [1, 1, 2]}},
-            "actor.generate": {"concurrency": 8},
+            "actor.generate": {"max_num_seqs": 8},
         },
     ),
 }
@@ -130,19 +139,20 @@ def test_pinned_optimum_is_never_below_the_unpinned_one(name, pin):
     assert fixed.makespan >= free.makespan * (1 - 1e-12)
 
 
-def test_pinning_the_rollout_to_tp_1_moves_the_optimum_by_the_rollout_difference():
-    """tiny_grpo_2gpu, ``actor.generate: {tp: 1}``: 19.8249 s -> 28.9607 s over two steps.
+def test_pinning_the_rollout_to_tp_1_moves_it_to_one_gpu():
+    """tiny_grpo_2gpu, ``actor.generate: {tp: 1}``: 19.9434 s -> 29.9204 s over two steps.
 
-    The unpinned optimum (tests/solvers/test_exhaustive.py) runs the rollout
-    tp 2 on both GPUs (8.4142 s), then reward.infer, actor.infer beside
-    reference.infer and actor.train tp 2, each step in turn. The pin forces
-    the rollout to dp 2 x tp 1 (12.9821 s: each replica decodes its 8
-    sequences from full weights, twice the weight bytes per decode step of a
-    tp 2 shard). The rest of the plan stays: the other vertices gain nothing
-    from the rollout's layout. Staleness moves to 1: actor.train (tp 2)
-    differs from the new rollout layout, so staleness 0 would make the second
-    rollout wait for a reshard; with staleness 1 no rollout of the two steps
-    waits for weights. So the optimum grows by twice the rollout difference.
+    The unpinned optimum (tests/solvers/test_exhaustive.py) runs the rollout tp 2 at
+    gpu_memory_utilization 0.2 on both GPUs (8.4142 s). At tp 1 a GPU holds all the
+    weights (3.09 GB): 0.2 x 24 GB = 4.8 GB leaves no KV pool beside them and the 2 GB
+    workspace, so the engine needs 0.3 (7.2 GB). Beside actor.train's ZeRO-1 states
+    (14.22 GB on both GPUs) that fits on GPU 0 (with reward.infer's 0.99 GB: 22.41 GB)
+    but not on GPU 1, which holds reference.infer's 3.55 GB (24.97 GB > 22.8): the
+    rollout runs dp 1 on GPU 0 alone (13.4622 s). Staleness moves to 1, so the second
+    rollout follows the first (and reward.infer, r, on GPU 0) without waiting for
+    actor.train; then actor.train (T), reference.infer and actor.infer in turn on GPU 1
+    (I each), the transfer d of actor.infer's log-probs to actor.train's block, and the
+    last actor.train: G + r + G + T + 2 I + d + T.
     """
     name = "tiny_grpo_2gpu.yaml"
     problem = pinned(name, {"actor.generate": {"tp": 1}})
@@ -150,19 +160,27 @@ def test_pinning_the_rollout_to_tp_1_moves_the_optimum_by_the_rollout_difference
     assert result.status is Status.OPTIMAL
     directory = problem.directory
     rollout = directory.template.index("actor.generate")
-    dp2 = directory.candidate(rollout, (1, 1, 2), Strategy(2, 1, 1, 1, concurrency=16))
-    tp2 = directory.candidate(rollout, (1, 1, 2), Strategy(1, 1, 2, 1, concurrency=16))
-    assert dp2.time == pytest.approx(12.9821, abs=1e-4)
-    assert tp2.time == pytest.approx(8.4142, abs=1e-4)
-    expected = KNOWN_OPTIMA[name] + 2 * (dp2.time - tp2.time)
+    refused = directory.candidate(
+        rollout, (1, 1, 1), Strategy(1, 1, 1, 1, gpu_memory_utilization=0.2, max_num_seqs=16)
+    )
+    assert not refused.starts
+    times = {
+        name: directory.candidate(directory.template.index(name), p.block.extent, p.strategy).time
+        for name, p in zip(directory.template.names, result.plan.placements, strict=True)
+    }
+    assert times["actor.generate"] == pytest.approx(13.4622, abs=1e-4)
+    g, r, t = times["actor.generate"], times["reward.infer"], times["actor.train"]
+    assert times["actor.infer"] == pytest.approx(times["reference.infer"], rel=1e-12)
+    d = directory.cost.data_lag(False, "g")
+    expected = 2 * g + r + 2 * t + 2 * times["actor.infer"] + d
     assert result.makespan == pytest.approx(expected, rel=1e-9)
-    assert result.makespan == pytest.approx(28.96067015438727, rel=1e-9)
+    assert result.makespan == pytest.approx(29.92042641647817, rel=1e-9)
+    assert result.makespan > KNOWN_OPTIMA[name] + 9.9  # 19.9434 s unpinned
     plan = plan_to_json(result.plan, directory)
     assert plan["staleness"] == {"actor": 1}
-    assert (plan["vertices"]["actor.generate"]["dp"], plan["vertices"]["actor.generate"]["tp"]) == (
-        2,
-        1,
-    )
+    generate = plan["vertices"]["actor.generate"]
+    assert (generate["dp"], generate["tp"], generate["gpu_memory_utilization"]) == (1, 1, 0.3)
+    assert generate["block"] == {"origin": [0, 0, 0], "extent": [1, 1, 1]}
     assert plan["vertices"]["actor.train"]["tp"] == 2
 
 
@@ -222,12 +240,13 @@ def test_the_report_marks_pinned_fields():
         for line in report.splitlines()
         if " | origin [" in line  # the placement table
     }
-    assert rows["actor.generate"].endswith("| concurrency, dp, tp |")
+    assert rows["actor.generate"].endswith("| dp, gpu_memory_utilization, max_num_seqs, tp |")
     assert rows["actor.infer"].endswith("| block |")
     assert rows["actor.train"].endswith("| — |")
     assert "- actor: 0 (pinned)" in report
     assert "† pinned in the instance (placement.pin)." in report
-    assert "| actor.generate | GPUs 0-1 | 1 † | 1 | 2 † |" in report
+    assert "| actor.generate | GPUs 0-1 | 1 † | 2 | 1 † |" in report
+    assert "| 0.2 † | 16 † |" in report
     assert "| actor.infer | GPU 1 † |" in report
     free = pinned(name, None)
     free_result = exhaustive.solve(free, SolveOptions(time_limit=20))

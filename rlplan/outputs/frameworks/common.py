@@ -1,7 +1,8 @@
 """What every framework exporter needs: the plan's facts and an ordered list of settings.
 
 :class:`PlanFacts` restates a plan through :func:`rlplan.outputs.vocabulary.framework_view`
-(micro-batch sizes per GPU, rollout ``gpu_memory_utilization``, tp/pp/dp) plus
+(micro-batch sizes per GPU, the rollout's ``gpu_memory_utilization`` and
+``max_num_seqs``, tp/pp/dp) plus
 the blocks, so an exporter can ask which vertices share a block. A
 :class:`Settings` collects, in order, the keys an exporter sets and the
 comment lines it writes; each framework module renders it in its own syntax
@@ -9,9 +10,9 @@ comment lines it writes; each framework module renders it in its own syntax
 
 Conventions shared by the exporters:
 
-* ``gpu_memory_utilization`` is the plan's (weights + KV pool + rollout
-  workspace) / GPU memory rounded *up* to the hundredth, so the engine gets
-  at least the memory the plan counts;
+* ``gpu_memory_utilization`` and ``max_num_seqs`` are the plan's rollout
+  strategy (the fraction is written rounded *up* to the hundredth, so the
+  engine never gets less than the plan counts);
 * micro-batch sizes are sequences per GPU (per data-parallel replica), token
   budgets are those sequences times the mean tokens per sequence, rounded up;
 * whatever the framework cannot express is written as a comment line
@@ -179,7 +180,7 @@ class PlanFacts:
         return hardware.racks * hardware.nodes_per_rack, hardware.gpus_per_node
 
     def utilization(self, name: str) -> float:
-        """The rollout's ``gpu_memory_utilization``, rounded up to the hundredth."""
+        """The rollout's ``gpu_memory_utilization`` (the plan's), rounded up to the hundredth."""
         return round_up(self.entry(name)["gpu_memory_utilization"])
 
     def micro_batch(self, name: str) -> int:

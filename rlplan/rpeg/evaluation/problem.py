@@ -153,11 +153,18 @@ class Problem:
             return (
                 f"{name} has no strategy{pinned}: no block and strategy of the plan space match it"
             )
-        reason = (
-            f"{name} fits on no block{pinned}: its leanest strategy needs "
-            f"{(capacity + shortfall) / 1e9:.2f} GB per GPU, {shortfall / 1e9:.2f} GB "
-            f"more than the usable {capacity / 1e9:.2f} GB"
-        )
+        _, leanest = directory.smallest_shortfall(directory.template.index(name))
+        refused = None if leanest is None else directory.refusal(leanest)
+        if refused is not None and leanest is not None and leanest.memory <= capacity:
+            # Memory would do; the rollout engine's KV pool is what falls short.
+            best = leanest.strategy.label()
+            reason = f"{name} fits on no block{pinned}: at its best ({best}) {refused}"
+        else:
+            reason = (
+                f"{name} fits on no block{pinned}: its leanest strategy needs "
+                f"{(capacity + shortfall) / 1e9:.2f} GB per GPU, {shortfall / 1e9:.2f} GB "
+                f"more than the usable {capacity / 1e9:.2f} GB"
+            )
         if pin is not None:
             free, _ = directory.smallest_shortfall(directory.template.index(name), pinned=False)
             if free <= 0:

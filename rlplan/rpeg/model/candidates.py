@@ -23,7 +23,13 @@ from rlplan.rpeg.templates import FUSED, SEPARATE, Kind, Template, Vertex, build
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """One (vertex, block shape, strategy) with its exact time and per-GPU memory."""
+    """One (vertex, block shape, strategy) with its exact time and per-GPU memory.
+
+    ``shortfall`` is, for a rollout, the bytes its engine's KV pool lacks to
+    hold one sequence of the maximum length (:meth:`CostModel.rollout_shortfall
+    <rlplan.rpeg.model.cost.CostModel.rollout_shortfall>`); the engine refuses to
+    start when it is positive. Other vertices have 0.
+    """
 
     vertex: int
     shape: tuple[int, int, int]
@@ -31,11 +37,17 @@ class Candidate:
     time: float
     resident: float
     transient: float
+    shortfall: float = 0.0
 
     @property
     def memory(self) -> float:
         """Per-GPU bytes when the vertex runs alone on its block."""
         return self.resident + self.transient
+
+    @property
+    def starts(self) -> bool:
+        """Whether the vertex can run at all (a rollout engine that starts; always for others)."""
+        return self.shortfall <= 0.0
 
 
 def _powers_of_two_dividing(value: int) -> list[int]:
@@ -91,7 +103,7 @@ def _list_problem(
     replica = -(-instance.workload.sequences // dp)
     if vertex.kind is Kind.GENERATE:
         if mb != 1:
-            return "a rollout has no microbatches (its concurrency replaces them)"
+            return "a rollout has no microbatches (max_num_seqs and its KV pool batch it)"
     else:
         problem = _microbatch_problem(placement, mb, replica)
         if problem is not None:
@@ -179,7 +191,9 @@ class CandidateDirectory:
     ----------
     options
         ``options[v][shape]``: the candidates of vertex ``v`` on a block of
-        ``shape`` that fit in memory on their own and are not dominated,
+        ``shape`` that fit in memory on their own, can start (a rollout engine
+        whose KV pool holds one sequence of the maximum length,
+        :attr:`Candidate.starts`) and are not dominated,
         fastest first. A candidate is dominated when another on the same
         shape is no slower and needs no more resident and transient memory,
         and has the same weight layout (tp, pp, ZeRO-3 shards: what pub lags
@@ -234,23 +248,21 @@ class CandidateDirectory:
             for allowed in self.allowed
         ]
         self.options: list[dict[tuple[int, int, int], tuple[Candidate, ...]]] = []
-        #: Strategies enumerated, and those fitting in memory alone (before
-        #: dominance pruning); ``size`` counts the candidates kept.
+        #: Strategies enumerated, those fitting in memory alone (before
+        #: dominance pruning) and the rollouts left out because their engine
+        #: would not start; ``size`` counts the candidates kept.
         self.enumerated = 0
         self.fitting = 0
+        self.refused = 0
         for index, vertex in enumerate(self.template.vertices):
             per_shape: dict[tuple[int, int, int], tuple[Candidate, ...]] = {}
             for shape in self.cluster.shapes:
                 if shape not in self.allowed[index]:
                     continue
                 strategies = enumerate_strategies(instance, vertex, shape)
-                feasible = [
-                    candidate
-                    for candidate in (
-                        self.candidate(index, shape, strategy) for strategy in strategies
-                    )
-                    if candidate.memory <= self.capacity
-                ]
+                built = [self.candidate(index, shape, strategy) for strategy in strategies]
+                feasible = [c for c in built if c.memory <= self.capacity and c.starts]
+                self.refused += sum(not c.starts for c in built)
                 self.enumerated += len(strategies)
                 self.fitting += len(feasible)
                 kept = _non_dominated(feasible, index in self._layout_free)
@@ -290,6 +302,9 @@ class CandidateDirectory:
         if found is None:
             template_vertex = self.template.vertices[vertex]
             footprint: Footprint = self.cost.footprint(template_vertex, strategy)
+            shortfall = 0.0
+            if template_vertex.kind is Kind.GENERATE:
+                shortfall = self.cost.rollout_shortfall(template_vertex.model, strategy)
             found = Candidate(
                 vertex,
                 shape,
@@ -297,6 +312,7 @@ class CandidateDirectory:
                 self.cost.run_time(template_vertex, shape, strategy),
                 footprint.resident,
                 footprint.transient,
+                shortfall,
             )
             self._cache[key] = found
         return found
@@ -313,6 +329,13 @@ class CandidateDirectory:
         """Whether ``vertex`` may use ``block`` (it matches the vertex's block pin, if any)."""
         return block in self._allowed_sets[vertex]
 
+    def refusal(self, candidate: Candidate) -> str | None:
+        """Why ``candidate`` cannot run: its rollout engine would not start (None: it runs)."""
+        if candidate.starts:
+            return None
+        vertex = self.template.vertices[candidate.vertex]
+        return self.cost.rollout_refusal(vertex.model, candidate.strategy)
+
     def fastest(self, vertex: int) -> Candidate | None:
         """The fastest memory-feasible candidate of ``vertex`` on any shape."""
         best = None
@@ -328,10 +351,12 @@ class CandidateDirectory:
     ) -> tuple[float, Candidate | None]:
         """Smallest memory overflow of ``vertex`` over all its strategies (0 if one fits).
 
-        Over the pinned plan space, or with ``pinned=False`` over the plan
-        space without the instance's pins (to tell whether a pin is what
-        makes the vertex fit nowhere); ``(inf, None)`` when it has no
-        strategy at all.
+        A strategy's overflow is its memory beyond the usable memory or, for a
+        rollout engine that would not start, the bytes its KV pool lacks
+        (:attr:`Candidate.shortfall`), whichever is larger. Over the pinned
+        plan space, or with ``pinned=False`` over the plan space without the
+        instance's pins (to tell whether a pin is what makes the vertex fit
+        nowhere); ``(inf, None)`` when it has no strategy at all.
         """
         best_overflow, best = float("inf"), None
         template_vertex = self.template.vertices[vertex]
@@ -344,7 +369,7 @@ class CandidateDirectory:
                 continue
             for strategy in enumerate_strategies(instance, template_vertex, shape):
                 candidate = self.candidate(vertex, shape, strategy)
-                overflow = candidate.memory - self.capacity
+                overflow = max(candidate.memory - self.capacity, candidate.shortfall)
                 if overflow < best_overflow:
                     best_overflow, best = overflow, candidate
         return max(best_overflow, 0.0), best

@@ -19,6 +19,10 @@ the specification leaves a choice open this module fixes it and says so:
   ``attention_heads`` (Qwen3) set apart from the hidden size;
 * the max of GEMM and memory time of a decode step is taken per pipeline
   stage (all its layers and the head together);
+* a rollout engine takes ``gpu_memory_utilization * memory_per_gpu`` of each
+  GPU for its weights, workspace and KV pool; the sequences it keeps in flight
+  are those the pool holds at their mean live context ``S + E[T^2]/(2 E[T])``,
+  at most ``max_num_seqs`` and the replica's sequences;
 * in the rollout's tail the active sequences decline as the generated-length
   distribution says: at decode step x, ``ceil(n * P(T > x - 1/2))`` sequences
   are active (the midpoint rule, exact for piecewise-uniform lengths, so the
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from operator import attrgetter
 
 import numpy as np
@@ -84,14 +89,14 @@ class Strategy:
         Data, pipeline and tensor parallel degrees (``dp*pp*tp`` GPUs).
     microbatches
         Microbatches per replica (train and infer; 1 for generate).
-    recompute, sharding, offload, concurrency
+    recompute, sharding, offload, gpu_memory_utilization, max_num_seqs
         One field per dimension of :data:`rlplan.rpeg.strategy.DIMENSIONS`, in
         its order, defaulting to the dimension's default: activation
         checkpointing (:class:`~rlplan.rpeg.strategy.Recompute`, train), state
         sharding (:class:`~rlplan.rpeg.strategy.Sharding`, train), whether
         model states live in host memory outside the vertex's runs (train and
-        infer) and the sequences a rollout replica keeps in flight (generate;
-        0 otherwise).
+        infer), and the rollout engine's fraction of each GPU and its cap on
+        running sequences (generate; 0 otherwise).
     """
 
     dp: int
@@ -123,13 +128,13 @@ class Strategy:
 
     def label(self) -> str:
         """Short form, e.g. ``dp4 pp1 tp4 mb2``, ``dp4 pp1 tp4 mb2 recompute zero3``
-        or ``dp8 pp1 tp1 c256``.
+        or ``dp8 pp1 tp1 u0.8 s1024``.
 
-        A rollout's (concurrency > 0) has no microbatches; every dimension not
+        A rollout's (max_num_seqs > 0) has no microbatches; every dimension not
         at its default adds its tag, in declaration order.
         """
         text = f"dp{self.dp} pp{self.pp} tp{self.tp}"
-        if not self.concurrency:
+        if not self.max_num_seqs:
             text += f" mb{self.microbatches}"
         for declared in _LABEL_DIMENSIONS:
             value = getattr(self, declared.name)
@@ -213,6 +218,13 @@ def allgather_time(nbytes: float, ranks: int, alpha: float, beta: float) -> floa
 def p2p_time(nbytes: float, alpha: float, beta: float) -> float:
     """Point-to-point transfer: ``alpha + n * beta``."""
     return alpha + nbytes * beta
+
+
+def _bytes_words(nbytes: float) -> str:
+    """``2.04 GB``, or ``1,040 bytes`` below 10 MB (where GB would round to 0.00)."""
+    if abs(nbytes) >= 1e7:
+        return f"{nbytes / 1e9:.2f} GB"
+    return f"{nbytes:,.0f} bytes"
 
 
 def kv_bytes_per_token(spec: ModelSpec, layers: int, tp: int) -> float:
@@ -489,13 +501,12 @@ class CostModel:
         workload = self.workload
         s = workload.context_length
         n = self.replica_sequences(strategy)
-        c = strategy.concurrency if strategy.concurrency > 0 else n
-        in_flight = min(n, c)
+        # An engine that cannot start (rollout_refusal) never reaches a plan; it is
+        # timed with one sequence in flight to stay finite.
+        c = max(self.effective_concurrency(model, strategy), 1)
         # Prefill: compute-bound forward passes over the prompts, c sequences a chunk.
-        chunks = math.ceil(n / in_flight)
-        gemm, non_gemm, tp_comm, pp_comm = self._stage_forward(
-            model, strategy, in_flight, s, s * s, levels
-        )
+        chunks = math.ceil(n / c)
+        gemm, non_gemm, tp_comm, pp_comm = self._stage_forward(model, strategy, c, s, s * s, levels)
         prefill = (chunks + strategy.pp - 1) * (
             self.kernel_time(gemm) + non_gemm + tp_comm + pp_comm
         )
@@ -508,7 +519,7 @@ class CostModel:
                 model, strategy, np.array([float(c)]), np.array([s + mean_t / 2]), levels
             )
             decode += steps * float(rounds[0])
-        return prefill + decode + self._decode_tail(model, strategy, levels, in_flight)
+        return prefill + decode + self._decode_tail(model, strategy, levels, c)
 
     def _decode_tail(
         self, model: str, strategy: Strategy, levels: tuple[str, str, str], in_flight: int
@@ -616,17 +627,88 @@ class CostModel:
         width = 1 if has_scalar_head(model) else spec.vocab_size + has_value_head(model)
         return FP32 * sequences * self.sequence_tokens * width / strategy.tp
 
-    def rollout_pool_bytes(self, model: str, strategy: Strategy) -> float:
-        """KV pool of a rollout replica's GPU: c sequences at S + E[T], at least one of S + T."""
+    # -- the rollout engine's memory (docs/cost-model.md#rollout-engine-memory) -----------
+
+    def engine_bytes(self, strategy: Strategy) -> float:
+        """What the rollout engine takes of each GPU: ``gpu_memory_utilization * M``."""
+        return strategy.gpu_memory_utilization * self.hardware.memory_per_gpu
+
+    def rollout_kv_per_token(self, model: str, strategy: Strategy) -> float:
+        """KV bytes per token on one GPU of a replica: its stage's ``ceil(L/pp)`` layers."""
         spec = self.instance.models[model]
-        workload = self.workload
-        stage_layers = math.ceil(spec.layers / strategy.pp)
-        concurrency = strategy.concurrency or self.replica_sequences(strategy)
-        tokens = max(
-            concurrency * (workload.context_length + workload.mean_generated),
-            workload.total_length,
+        return kv_bytes_per_token(spec, math.ceil(spec.layers / strategy.pp), strategy.tp)
+
+    def rollout_pool_bytes(self, model: str, strategy: Strategy) -> float:
+        """KV pool per GPU: ``u*M - weight shard - engine.rollout_workspace`` (may be <= 0)."""
+        return (
+            self.engine_bytes(strategy)
+            - self.weight_shard(model, strategy)
+            - self.engine.rollout_workspace
         )
-        return kv_bytes_per_token(spec, stage_layers, strategy.tp) * tokens
+
+    def rollout_pool_tokens(self, model: str, strategy: Strategy) -> float:
+        """Tokens the KV pool of one GPU holds (0 when the pool is empty)."""
+        return max(self.rollout_pool_bytes(model, strategy), 0.0) / self.rollout_kv_per_token(
+            model, strategy
+        )
+
+    @cached_property
+    def live_context(self) -> float:
+        """Mean KV tokens of an in-flight sequence: ``S + E[T^2] / (2 E[T])``.
+
+        A sequence of final length T holds S + T/2 tokens on average over its
+        life and runs for a time proportional to T, so the tokens held by the
+        sequences in flight average ``S + E[T^2]/(2 E[T])`` (continuous
+        batching with preemption keeps the pool full).
+        """
+        workload = self.workload
+        mean_t = workload.mean_generated
+        if mean_t <= 0:
+            return float(workload.context_length)
+        return workload.context_length + workload.mean_generated_square / (2 * mean_t)
+
+    def effective_concurrency(self, model: str, strategy: Strategy) -> int:
+        """Sequences a rollout replica keeps in flight: ``min(max_num_seqs, n, floor(pool/live))``.
+
+        n is :meth:`replica_sequences`, pool :meth:`rollout_pool_tokens` and
+        live :attr:`live_context`; 0 when the pool holds no live sequence.
+        """
+        held = math.floor(self.rollout_pool_tokens(model, strategy) / self.live_context + 1e-9)
+        return max(min(strategy.max_num_seqs, self.replica_sequences(strategy), held), 0)
+
+    def rollout_shortfall(self, model: str, strategy: Strategy) -> float:
+        """Bytes the KV pool lacks to hold one sequence of ``S + T`` tokens (<= 0: it starts).
+
+        vLLM refuses to start an engine whose pool is empty ("No available
+        memory for the cache blocks") or holds less than one sequence of the
+        maximum length ("To serve at least one request with the models's max
+        seq len ..., ... KV cache is needed, which is larger than the
+        available KV cache memory"): vllm-project/vllm
+        vllm/v1/core/kv_cache_utils.py, ``_check_enough_kv_cache_memory``.
+        """
+        needed = self.rollout_kv_per_token(model, strategy) * self.workload.total_length
+        return needed - self.rollout_pool_bytes(model, strategy)
+
+    def rollout_refusal(self, model: str, strategy: Strategy) -> str | None:
+        """Why the rollout engine of ``strategy`` would not start (None: it starts)."""
+        shortfall = self.rollout_shortfall(model, strategy)
+        if shortfall <= 0:
+            return None
+        u = strategy.gpu_memory_utilization
+        short = f"{_bytes_words(shortfall)} short"
+        if self.rollout_pool_bytes(model, strategy) <= 0:
+            return (
+                f"the rollout engine would not start: at gpu_memory_utilization {u:g} the "
+                f"weights ({_bytes_words(self.weight_shard(model, strategy))}) and workspace "
+                f"({_bytes_words(self.engine.rollout_workspace)}) leave no KV pool in its "
+                f"{_bytes_words(self.engine_bytes(strategy))} per GPU ({short})"
+            )
+        tokens = math.floor(self.rollout_pool_tokens(model, strategy))
+        return (
+            f"the rollout engine would not start: at gpu_memory_utilization {u:g} its KV pool "
+            f"holds {tokens:,} tokens per GPU, less than one S + T = "
+            f"{self.workload.total_length:,}-token sequence ({short})"
+        )
 
     def footprint(self, vertex: Vertex, strategy: Strategy) -> Footprint:
         """Per-GPU resident and transient bytes of ``vertex`` under ``strategy``."""
@@ -634,10 +716,9 @@ class CostModel:
         spec = self.instance.models[model]
         stage_layers = math.ceil(spec.layers / strategy.pp)
         if vertex.kind is Kind.GENERATE:
-            return Footprint(
-                self.weight_shard(model, strategy),
-                self.rollout_pool_bytes(model, strategy) + self.engine.rollout_workspace,
-            )
+            # The engine takes u*M when it starts (its own weights, workspace and KV
+            # pool) and frees it all when it sleeps: nothing stays between runs.
+            return Footprint(0.0, self.engine_bytes(strategy))
         b = self.microbatch_sequences(strategy)
         layer = self.activation_bytes(model, strategy, b)
         logits = self.logits_bytes(model, strategy, b)

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rlplan.rpeg.errors import PlanError, did_you_mean
+from rlplan.rpeg.errors import InfeasiblePlanError, PlanError, did_you_mean
 from rlplan.rpeg.errors import describe as _short
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.candidates import CandidateDirectory, strategy_problem
@@ -181,6 +181,10 @@ def plan_from_json(data: Any, directory: CandidateDirectory) -> Plan:
         (``ac_share`` needs ``optimizer.staleness_candidates.ac_share``).
         (Whether the order is topological is checked by the simulator,
         which knows the edges.)
+    InfeasiblePlanError
+        For a rollout whose engine would not start: its
+        ``gpu_memory_utilization`` leaves a KV pool too small for one
+        sequence of ``S + T`` tokens (the message names the shortfall).
     """
     if not isinstance(data, dict):
         raise PlanError("plan", "must be a JSON object")
@@ -303,6 +307,10 @@ def _placement_from_json(
     problem = strategy_problem(instance, vertex, block.shape, strategy)
     if problem is not None:
         raise PlanError(path, problem)
+    if vertex.kind is Kind.GENERATE:
+        refused = directory.cost.rollout_refusal(vertex.model, strategy)
+        if refused is not None:
+            raise InfeasiblePlanError(path, refused)
     return Placement(block, strategy)
 
 
@@ -412,9 +420,14 @@ def _check_instance(recorded: Any, directory: CandidateDirectory) -> None:
         )
 
 
+#: The old plan-file key of a rollout: its hand-picked concurrency, read as
+#: max_num_seqs (docs/plan-space.md#older-plan-files).
+LEGACY_CONCURRENCY = "concurrency"
+
+
 def _vertex_keys() -> tuple[str, ...]:
-    """Keys a plan-file vertex may have: its block and every strategy field."""
-    return ("block", *all_plan_fields())
+    """Keys a plan-file vertex may have: its block, every strategy field, the old concurrency."""
+    return ("block", *all_plan_fields(), LEGACY_CONCURRENCY)
 
 
 def _strategy_from_json(
@@ -430,14 +443,10 @@ def _strategy_from_json(
         if declared.name in entry or declared.applies_to(vertex.kind)
     }
     if vertex.kind is Kind.GENERATE:
-        if "concurrency" not in entry:
-            # A v1 plan: its rollout decoded ceil(replica / mb) sequences at a
-            # time; the closest plan-space concurrency holds at least that many.
-            waves = _int_field(entry, "microbatches", path) if "microbatches" in entry else 1
-            wanted = -(-replica // waves)
-            choices = instance.placement.concurrency
-            values["concurrency"] = min((c for c in choices if c >= wanted), default=max(choices))
+        values.update(_rollout_from_json(entry, directory, replica, path))
         return Strategy(dp, pp, tp, 1, **values)
+    if LEGACY_CONCURRENCY in entry:
+        raise PlanError(f"{path}.{LEGACY_CONCURRENCY}", "applies to generate vertices only")
     size = _int_field(entry, "micro_batch_size", path) if "micro_batch_size" in entry else None
     if "microbatches" in entry:
         count = _int_field(entry, "microbatches", path)
@@ -458,23 +467,72 @@ def _strategy_from_json(
     return Strategy(dp, pp, tp, count, **values)
 
 
+def _rollout_from_json(
+    entry: dict[str, Any], directory: CandidateDirectory, replica: int, path: str
+) -> dict[str, Any]:
+    """``gpu_memory_utilization`` and ``max_num_seqs`` of a rollout, filling older plans in.
+
+    An older plan's ``concurrency: c`` is ``max_num_seqs: c``; a v1 plan
+    without either decoded ``ceil(replica / microbatches)`` sequences at a
+    time, and the smallest ``placement.max_num_seqs`` holding that many is
+    taken (the largest when none does). A plan without
+    ``gpu_memory_utilization`` takes the largest of
+    ``placement.gpu_memory_utilization``: the pool that holds the most
+    sequences, closest to the old meaning of c sequences in flight.
+    """
+    placement = directory.instance.placement
+    values: dict[str, Any] = {}
+    if LEGACY_CONCURRENCY in entry:
+        if "max_num_seqs" in entry:
+            raise PlanError(
+                f"{path}.{LEGACY_CONCURRENCY}",
+                "is the old name of max_num_seqs: give max_num_seqs only",
+            )
+        wanted = _int_field(entry, LEGACY_CONCURRENCY, path)
+        if wanted not in placement.max_num_seqs:
+            listed = ", ".join(map(str, placement.max_num_seqs))
+            raise PlanError(
+                f"{path}.{LEGACY_CONCURRENCY}",
+                f"{wanted} (read as max_num_seqs) is not among placement.max_num_seqs ({listed})",
+            )
+        values["max_num_seqs"] = wanted
+    elif "max_num_seqs" not in entry:
+        waves = _int_field(entry, "microbatches", path) if "microbatches" in entry else 1
+        wanted = -(-replica // waves)
+        choices = placement.max_num_seqs
+        values["max_num_seqs"] = min((c for c in choices if c >= wanted), default=max(choices))
+    if "gpu_memory_utilization" not in entry:
+        values["gpu_memory_utilization"] = max(placement.gpu_memory_utilization)
+    return values
+
+
 def _dimension_from_json(entry: dict[str, Any], declared: Dimension, kind: Kind, path: str) -> Any:
     """The value of ``declared`` in a plan-file vertex; absent, its v1 default.
 
     Raises
     ------
     PlanError
-        For a malformed value, or a count-valued dimension given on a vertex
-        it does not apply to (other values are checked against the vertex's
-        kind with the plan space).
+        For a malformed value, or a numeric dimension (a count or a fraction)
+        given on a vertex it does not apply to (other values are checked
+        against the vertex's kind with the plan space).
     """
     if declared.name not in entry:
         return declared.default
+    if declared.numeric and not declared.applies_to(kind):
+        raise PlanError(f"{path}.{declared.name}", f"applies to {declared.applies_words}")
     if declared.values is int:
-        if not declared.applies_to(kind):
-            raise PlanError(f"{path}.{declared.name}", f"applies to {declared.applies_words}")
         return _int_field(entry, declared.name, path)
     value = entry[declared.name]
+    if declared.values is float:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 < value <= 1  # also refuses NaN
+        ):
+            raise PlanError(
+                f"{path}.{declared.name}", f"must be a number in (0, 1], got {_short(value)}"
+            )
+        return float(value)
     if declared.values is bool:
         if not isinstance(value, bool):
             raise PlanError(

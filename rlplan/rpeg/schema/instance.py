@@ -27,6 +27,7 @@ from rlplan.rpeg.schema.checks import (
     mapping,
     positive_int,
     require,
+    unit_fraction,
 )
 from rlplan.rpeg.schema.checks import is_power_of_two as _is_power_of_two
 from rlplan.rpeg.schema.engine import EngineConfig, parse_engine
@@ -65,12 +66,13 @@ class PlacementConfig:
         Train and infer micro-batching, as counts per replica (v1 form) or as
         sequences per micro-batch and replica (the frameworks' form, the
         default). At most one of the two is given; the other is ``None``.
-    recompute, sharding, offload, concurrency
+    recompute, sharding, offload, gpu_memory_utilization, max_num_seqs
         One candidate list per dimension of :data:`rlplan.rpeg.strategy.DIMENSIONS`
         (``placement.<name>``): activation recompute (``none``, ``full``) and
         state sharding (``zero1``, ``zero3``) of train vertices, offload
-        (``false``, ``true``) of train and infer vertices, rollout concurrency
-        (max_num_seqs) of generate vertices.
+        (``false``, ``true``) of train and infer vertices, and the rollout
+        engine's fraction of each GPU (in (0, 1]) and cap on running sequences
+        of generate vertices.
     pin
         What-if pins (``placement.pin``, :mod:`rlplan.rpeg.schema.pins`): fields of some
         vertices' placements and staleness fixed by the user.
@@ -111,11 +113,14 @@ class PlacementConfig:
                 raise InstanceError(declared.placement_key, "must not be empty")
             if declared.values is bool:
                 continue
+            check_list_size(values, declared.placement_key)
             for index, value in enumerate(values):
-                if value not in declared.choices:
+                path = f"{declared.placement_key}[{index}]"
+                if declared.values is float:
+                    unit_fraction(value, path, open_low=True, open_high=False)
+                elif value not in declared.choices:
                     raise InstanceError(
-                        f"{declared.placement_key}[{index}]",
-                        f"must be one of {declared.choice_words()}, got {_describe(value)}",
+                        path, f"must be one of {declared.choice_words()}, got {_describe(value)}"
                     )
 
     def microbatch_counts(self, replica: int) -> tuple[int, ...]:
@@ -139,6 +144,23 @@ def _int_list(raw: Any, path: str) -> tuple[int, ...]:
     return tuple(sorted({positive_int(value, f"{path}[{i}]") for i, value in enumerate(raw)}))
 
 
+def _fraction_list(raw: Any, path: str) -> tuple[float, ...]:
+    """A non-empty list of fractions in (0, 1] (``gpu_memory_utilization``), sorted."""
+    if not isinstance(raw, list) or not raw:
+        raise InstanceError(
+            path, f"must be a non-empty list of numbers in (0, 1], got {_describe(raw)}"
+        )
+    check_list_size(raw, path)
+    return tuple(
+        sorted(
+            {
+                unit_fraction(value, f"{path}[{i}]", open_low=True, open_high=False)
+                for i, value in enumerate(raw)
+            }
+        )
+    )
+
+
 def _choice_list(raw: Any, path: str, allowed: tuple[Any, ...]) -> tuple[Any, ...]:
     if not isinstance(raw, list) or not raw:
         raise InstanceError(
@@ -159,11 +181,15 @@ def _choice_list(raw: Any, path: str, allowed: tuple[Any, ...]) -> tuple[Any, ..
     return tuple(a for a in allowed if a in chosen)
 
 
+#: The old name of ``placement.max_num_seqs`` (docs/plan-space.md#older-plan-files).
+LEGACY_CONCURRENCY = "concurrency"
+
 _PLACEMENT_KEYS = (
     "min_block_gpus",
     "microbatches",
     "micro_batch_sizes",
     *(declared.name for declared in DIMENSIONS),
+    LEGACY_CONCURRENCY,
     "pin",
 )
 
@@ -203,8 +229,19 @@ def parse_placement(data: Any) -> PlacementConfig:
             continue
         if declared.values is int:
             values[declared.name] = _int_list(raw, declared.placement_key)
+        elif declared.values is float:
+            values[declared.name] = _fraction_list(raw, declared.placement_key)
         else:
             values[declared.name] = _choice_list(raw, declared.placement_key, declared.choices)
+    if section.get(LEGACY_CONCURRENCY) is not None:
+        # The old hand-picked rollout concurrency is the engine's cap on running
+        # sequences; how many actually run now follows from the KV pool.
+        if section.get("max_num_seqs") is not None:
+            raise InstanceError(
+                "placement.concurrency",
+                "is the old name of placement.max_num_seqs: give max_num_seqs only",
+            )
+        values["max_num_seqs"] = _int_list(section[LEGACY_CONCURRENCY], "placement.concurrency")
     return PlacementConfig(**values)
 
 
@@ -418,6 +455,11 @@ def parse_instance(
         # (rpeg.cost.head_parameters counts the extra d parameters).
         models[AC_MODEL] = models["actor"]
     placement = parse_placement(data.get("placement"))
+    if isinstance(data.get("placement"), Mapping) and data["placement"].get(LEGACY_CONCURRENCY):
+        warnings.append(
+            "warning: placement.concurrency is read as placement.max_num_seqs (the rollout "
+            "engine's cap); gpu_memory_utilization takes placement.gpu_memory_utilization"
+        )
     solver = parse_solver(data.get("solver"))
     engine = parse_engine(data.get("engine"))
     if data.get("placement") is not None:

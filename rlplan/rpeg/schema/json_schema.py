@@ -27,6 +27,7 @@ from typing import Any
 
 from rlplan.rpeg.schema.engine import ENGINE_FIELDS
 from rlplan.rpeg.schema.fields import (
+    FRACTION_OPEN_LOW,
     POSITIVE_INT,
     Field,
     ValueType,
@@ -42,6 +43,7 @@ from rlplan.rpeg.schema.hardware import HARDWARE_COMM, HARDWARE_FIELDS, HARDWARE
 from rlplan.rpeg.schema.instance import (
     _PLACEMENT_KEYS,
     _SECTIONS,
+    LEGACY_CONCURRENCY,
     PlacementConfig,
     SolverConfig,
 )
@@ -60,7 +62,7 @@ from rlplan.rpeg.schema.presets import GPU_ALIASES, GPU_PRESETS, MODEL_PRESETS
 from rlplan.rpeg.schema.reference import REFERENCE_FIELDS
 from rlplan.rpeg.schema.solver_options import INSTANCE, OPTION_RULES, OptionRule
 from rlplan.rpeg.schema.workload import WORKLOAD_FIELDS
-from rlplan.rpeg.strategy import DIMENSIONS
+from rlplan.rpeg.strategy import DIMENSIONS, Dimension
 
 #: The JSON Schema dialect of :func:`instance_json_schema`.
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -195,6 +197,21 @@ def _int_list(key: str) -> dict[str, Any]:
     return {"type": "array", "minItems": 1, "maxItems": MAX_LIST_ITEMS, "items": item}
 
 
+def _fraction_list() -> dict[str, Any]:
+    """A non-empty, short list of numbers in (0, 1]."""
+    item = FRACTION_OPEN_LOW.schema(None)
+    return {"type": "array", "minItems": 1, "maxItems": MAX_LIST_ITEMS, "items": item}
+
+
+def _dimension_list(declared: Dimension) -> ValueType:
+    """The type of a dimension's candidate list ``placement.<name>``."""
+    if declared.values is int:
+        return _listed(_int_list(declared.name), "counts")
+    if declared.values is float:
+        return _listed(_fraction_list(), "fractions")
+    return _listed(_choices(declared.choices), "choices")
+
+
 def _choices(allowed: tuple[Any, ...]) -> dict[str, Any]:
     """A non-empty, short list of values out of ``allowed``."""
     return {
@@ -232,13 +249,15 @@ _PLACEMENT_VALUES: dict[str, tuple[ValueType, str]] = {
     ),
     **{
         declared.name: (
-            _listed(_int_list(declared.name), "counts")
-            if declared.values is int
-            else _listed(_choices(declared.choices), "choices"),
+            _dimension_list(declared),
             f"{declared.label} candidates ({declared.applies_words})",
         )
         for declared in DIMENSIONS
     },
+    LEGACY_CONCURRENCY: (
+        _listed(_int_list(LEGACY_CONCURRENCY), "counts"),
+        "Old name of max_num_seqs (read as it; excludes max_num_seqs)",
+    ),
     "pin": (
         _listed({"type": "object", "propertyNames": {"type": "string"}}, "pins"),
         "What-if pins: vertex -> fixed placement fields, staleness -> model -> steps",
@@ -289,11 +308,20 @@ def _placement() -> dict[str, Any]:
     schema = _section(fields, "placement", "The plan space's knobs")
     schema["properties"]["pin"].pop("default", None)
     given = {"not": {"type": "null"}}
-    schema["not"] = {
-        "description": "microbatches and micro_batch_sizes exclude each other",
-        "required": ["microbatches", "micro_batch_sizes"],
-        "properties": {"microbatches": given, "micro_batch_sizes": given},
-    }
+    excluding = (
+        ("microbatches", "micro_batch_sizes"),
+        ("max_num_seqs", LEGACY_CONCURRENCY),
+    )
+    schema["allOf"] = [
+        {
+            "not": {
+                "description": f"{first} and {second} exclude each other",
+                "required": [first, second],
+                "properties": {first: given, second: given},
+            }
+        }
+        for first, second in excluding
+    ]
     return schema
 
 

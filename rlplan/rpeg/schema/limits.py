@@ -38,7 +38,7 @@ class Range:
 MAX_GPUS = 4096
 #: Most steps a plan is evaluated over.
 MAX_K_EVAL = 64
-#: Most entries of a candidate list (micro-batches, concurrency, staleness,
+#: Most entries of a candidate list (micro-batches, max_num_seqs, staleness,
 #: strategy choices): the defaults have 2 to 11; the plan space, and so the
 #: time of ``check``, grows with their product.
 MAX_LIST_ITEMS = 16
@@ -109,17 +109,19 @@ LIMITS: dict[str, Range] = {
     "optimizer.lambda_ac": Range(0, 1e3, "weight"),
     "optimizer.max_throughput_loss": Range(0, 1, "fraction"),
     "optimizer.staleness_candidates.*[]": Range(0, MAX_K_EVAL, "steps"),
-    # Plan space: blocks up to the largest cluster, micro-batches and rollout
-    # concurrency up to 65,536.
+    # Plan space: blocks up to the largest cluster, micro-batches and the rollout's
+    # max_num_seqs (also under its old name, concurrency) up to 65,536.
+    # gpu_memory_utilization is a fraction in (0, 1], checked where it is read.
     "placement.min_block_gpus": Range(1, MAX_GPUS, "GPUs"),
     "placement.microbatches[]": Range(1, 65536, "micro-batches"),
     "placement.micro_batch_sizes[]": Range(1, 65536, "sequences"),
+    "placement.max_num_seqs[]": Range(1, 65536, "sequences"),
     "placement.concurrency[]": Range(1, 65536, "sequences"),
     "placement.pin.*.dp": Range(1, MAX_GPUS, "replicas"),
     "placement.pin.*.pp": Range(1, MAX_GPUS, "stages"),
     "placement.pin.*.tp": Range(1, 256, "GPUs"),
     "placement.pin.*.microbatches": Range(1, 65536, "micro-batches"),
-    "placement.pin.*.concurrency": Range(1, 65536, "sequences"),
+    "placement.pin.*.max_num_seqs": Range(1, 65536, "sequences"),
     "placement.pin.staleness.*": Range(0, MAX_K_EVAL, "steps"),
     "engine.rollout_workspace": Range(0, 1e13, "bytes"),
     # solver.*: the rules of rlplan.rpeg.schema.solver_options (shared with the API and flags).

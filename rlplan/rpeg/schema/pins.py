@@ -2,8 +2,9 @@
 
 A pin fixes any subset of a vertex's block (``origin`` and/or ``extent``, as in
 plan files), its ``dp``/``pp``/``tp``, its micro-batching (``microbatches`` or
-``micro_batch_size``), ``recompute``, ``sharding``, ``offload`` and
-``concurrency``, and any trained model's staleness::
+``micro_batch_size``), ``recompute``, ``sharding``, ``offload``,
+``gpu_memory_utilization`` and ``max_num_seqs``, and any trained model's
+staleness::
 
     placement:
       pin:
@@ -43,7 +44,14 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from rlplan.rpeg.errors import InstanceError, describe, did_you_mean
-from rlplan.rpeg.schema.checks import boolean, check_keys, mapping, nonnegative_int, positive_int
+from rlplan.rpeg.schema.checks import (
+    boolean,
+    check_keys,
+    mapping,
+    nonnegative_int,
+    positive_int,
+    unit_fraction,
+)
 from rlplan.rpeg.schema.geometry import plan_space_blocks
 from rlplan.rpeg.strategy import (
     DIMENSIONS,
@@ -85,7 +93,7 @@ class VertexPin:
     dp, pp, tp, microbatches, micro_batch_size
         Structural strategy fields as in plan files; ``micro_batch_size`` is
         sequences per microbatch and replica, ``ceil(ceil(B*K/dp) / microbatches)``.
-    recompute, sharding, offload, concurrency
+    recompute, sharding, offload, gpu_memory_utilization, max_num_seqs
         One field per dimension of :data:`rlplan.rpeg.strategy.DIMENSIONS`.
     """
 
@@ -222,6 +230,12 @@ def _check_fields(section: Mapping[str, Any], path: str, kind: Kind) -> None:
     for key in section:
         if key in allowed:
             continue
+        if key == "concurrency":
+            raise InstanceError(
+                f"{path}.{key}",
+                "was renamed: pin max_num_seqs (the rollout engine's cap on running sequences) "
+                "and, if wanted, gpu_memory_utilization",
+            )
         if key in _ALL_FIELDS:
             raise InstanceError(f"{path}.{key}", f"applies to {kinds_words(field_kinds(key))}")
         raise InstanceError(
@@ -258,6 +272,8 @@ def _parse_dimension(raw: Any, path: str, declared: Dimension, placement: Placem
     """A pinned value of ``declared``: well-formed and among its ``placement`` candidates."""
     if declared.values is int:
         value = positive_int(raw, path)
+    elif declared.values is float:
+        value = unit_fraction(raw, path, open_low=True, open_high=False)
     elif declared.values is bool:
         value = boolean(raw, path)
     else:

@@ -115,7 +115,7 @@ def change_strategy(state: SearchState, context: MoveContext, rng: random.Random
 
 def change_microbatches(state: SearchState, context: MoveContext, rng: random.Random) -> list[Plan]:
     """Another setting of one vertex's (dp, pp, tp): micro-batching, recompute, sharding,
-    offload or rollout concurrency."""
+    offload, or the rollout's gpu_memory_utilization and max_num_seqs."""
     plan = state.plan
     if context.knobs.fixed_mb:
         return []
