@@ -17,8 +17,8 @@ The model is judged on the published plan, never on the planner's best plan
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import csv
+import dataclasses
 import io
 import os
 import sys
