@@ -60,7 +60,8 @@ def test_same_seed_same_plan_never_worse_than_baseline_always_feasible(name):
     assert trace.feasible
     assert trace.makespan == first.makespan
     baseline = best_baseline(problem)
-    assert first.makespan <= problem.simulator.evaluate(baseline).makespan
+    # no worse by the score it minimises (an on-policy plan may be a little slower)
+    assert first.score <= problem.simulator.evaluate(baseline).score
 
 
 @pytest.mark.parametrize("hard_oom", [False, True])
@@ -104,7 +105,7 @@ def test_interrupt_returns_best_so_far():
     assert outcome.statistics.stop_reason == "interrupted"
     assert outcome.statistics.polish_evaluations == 0
     assert problem.simulator.simulate(outcome.plan).feasible
-    assert outcome.makespan <= problem.simulator.evaluate(start).makespan
+    assert outcome.score <= problem.simulator.evaluate(start).score
 
 
 def _state(problem: Problem, plan) -> SearchState:
