@@ -194,7 +194,7 @@ def describe_staleness(result: Result) -> str | None:
     k = result.k_eval
     penalty = summary["lambda_stale"]
     words = "off-policy" if summary["off_policy"] else "on-policy"
-    if summary["off_policy"]:
+    if summary["off_policy"] and penalty > 0:
         words += f" (score = step time x {1 + penalty:g}, lambda_stale {penalty:g})"
     other = summary["alternative_makespan_s"]
     where = summary["alternative"]

@@ -21,7 +21,6 @@ from rlplan.solvers.result import Status
 from tests.solvers.conftest import load_problem
 from tests.solvers.test_exhaustive import KNOWN_OPTIMA, KNOWN_SCORES
 
-
 #: Seeds tried per instance: seed 0 finds every tiny optimum with the default budget
 #: (optimizer.e_max = 20000 evaluations) except on tiny_lag_grpo_2gpu_async. Its
 #: optimum (off-policy, scored x 1.05) needs reward.infer moved to both GPUs and an
