@@ -183,7 +183,7 @@ def print_solve_summary(result: Result, written: list[str]) -> None:
         shown = "" if result.gap is None else f", gap {result.gap:.4%}"
         if result.bound_proven_by is not None:
             shown += f"; proven by {result.bound_proven_by}"
-        scored = result.lambda_ac is not None or result.staleness is not None
+        scored = result.lambda_ac is not None or result.policy is not None
         what = "score" if scored else "makespan"
         print(
             f"bound        {result.bound_step:.4f} s per step ({what} {result.bound:.4f} s){shown}"

@@ -79,7 +79,7 @@ def render_html_report(
     staleness = describe_staleness(result)
     if staleness is not None:
         summary.append(("staleness", staleness))
-    scored = result.lambda_ac is not None or result.staleness is not None
+    scored = result.lambda_ac is not None or result.policy is not None
     bounded = "score per step" if scored else "step time"
     summary += [
         (f"lower bound on the {bounded}", _seconds(bound_step)),

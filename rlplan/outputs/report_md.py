@@ -92,7 +92,7 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
         lines.append(f"| staleness | {staleness} |")
     bound = None if result.bound is None else result.bound / instance.k_eval
     gap = "—" if result.gap is None else f"{result.gap:.4%}"
-    scored = result.lambda_ac is not None or result.staleness is not None
+    scored = result.lambda_ac is not None or result.policy is not None
     bounded = "score per step" if scored else "step time"
     lines += [
         f"| lower bound on the {bounded} | {_seconds(bound)} |",

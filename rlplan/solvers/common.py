@@ -123,7 +123,7 @@ def plan_result(
         :func:`rlplan.solvers.result.verdict` of its simulated score (the makespan,
         x (1 + lambda_ac) for a fused plan, x (1 + lambda_stale) for an
         off-policy one) and the bound: the one rule, whatever the backend;
-        :attr:`Result.staleness` says what the other kind of plan would give.
+        `Result.policy` says what the other kind of plan would give.
     """
     best_bound, source = _reported_bound(problem, solver, bound, bound_source)
     shared: dict[str, Any] = {
@@ -223,7 +223,7 @@ def _simulated_result(
         message=message,
         requested_gap=requested_gap,
         score_factor=factor,
-        staleness=staleness_summary(problem, plan, makespan),
+        policy=staleness_summary(problem, plan, makespan),
         **shared,
     )
 

@@ -134,7 +134,7 @@ class Result:
     lambda_ac
         The instance's AC-share penalty when its plan space has the fused
         template, else None.
-    staleness
+    policy
         When the plan's template has on- and off-policy plans: what the
         other kind would give (:func:`rlplan.solvers.staleness.staleness_summary`),
         else None.
@@ -154,7 +154,7 @@ class Result:
     templates: dict[str, dict[str, Any]] | None = None
     lambda_ac: float | None = None
     bound_source: str | None = None
-    staleness: dict[str, Any] | None = None
+    policy: dict[str, Any] | None = None
 
     @property
     def bound_proven_by(self) -> str | None:
@@ -319,14 +319,14 @@ class Result:
         score over the plan space (null without one); ``gap`` is the relative
         gap ``(score - bound) / score``. An AC-share instance adds
         ``ac_share``: :meth:`ac_share_summary`; a plan space with on- and
-        off-policy plans adds ``staleness`` (:attr:`staleness`).
+        off-policy plans adds ``policy`` (:attr:`policy`).
         """
         extra: dict[str, Any] = {}
         summary = self.ac_share_summary()
         if summary is not None:
             extra["ac_share"] = summary
-        if self.staleness is not None:
-            extra["staleness"] = self.staleness
+        if self.policy is not None:
+            extra["policy"] = self.policy
         return {
             "status": self.status.value,
             "solver": self.solver,

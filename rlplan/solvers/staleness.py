@@ -21,7 +21,7 @@ so ``B_full`` is kept and the second solve is skipped (docs/solvers.md).
 
 :func:`staleness_summary` and :func:`describe_staleness` say, for any
 backend's plan, what the other side would cost or gain
-(:attr:`rlplan.solvers.result.Result.staleness`).
+(:attr:`rlplan.solvers.result.Result.policy`).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def solve_staleness(problem: Problem, options: SolveOptions, solve_one: Backend)
         The plan of the smaller score (ties keep the on-policy plan) with
         the switch's bound (module docstring), its verdict, the statistics of
         each solve under ``stats["staleness_switch"]`` and
-        :attr:`Result.staleness`. An ERROR or INFEASIBLE first solve, or one
+        :attr:`Result.policy`. An ERROR or INFEASIBLE first solve, or one
         without a plan, is returned as is (its bound bounds the score too).
     """
     started = time.perf_counter()
@@ -65,7 +65,7 @@ def solve_staleness(problem: Problem, options: SolveOptions, solve_one: Backend)
     if full.status is Status.ERROR or full.plan is None or not off_policy(full.plan):
         full.wall_time = time.perf_counter() - started
         if full.plan is not None and full.status is not Status.ERROR:
-            full.staleness = staleness_summary(problem, full.plan, full.makespan)
+            full.policy = staleness_summary(problem, full.plan, full.makespan)
         return full
     remaining = options.time_limit - (time.perf_counter() - started)
     second = dataclasses.replace(options, time_limit=max(remaining, 0.05))
@@ -142,7 +142,7 @@ def _combine(
         stats={**best.stats, "staleness_switch": stats},
         message=message,
         requested_gap=options.gap,
-        staleness=summary,
+        policy=summary,
     )
 
 
@@ -188,7 +188,7 @@ def describe_staleness(result: Result) -> str | None:
     less than its lambda_stale 0.05 penalty (score 1.0500 s/step)``. None
     without a summary.
     """
-    summary = result.staleness
+    summary = result.policy
     if summary is None or result.makespan is None:
         return None
     k = result.k_eval

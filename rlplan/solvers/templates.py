@@ -164,7 +164,7 @@ def solve_templates(
         score_factor=best.score_factor,
         templates=summaries,
         lambda_ac=problem.instance.lambda_ac,
-        staleness=best.staleness,
+        policy=best.policy,
     )
 
 

@@ -143,7 +143,7 @@ def test_exact_backends_with_the_penalty_pick_the_on_policy_plan(solve):
     # the bound is valid: at most the oracle's optimum score, and proves it
     assert result.bound <= oracle_score(FLIP) * (1 + 1e-12)
     assert result.bound >= oracle_score(FLIP) * (1 - REL)
-    summary = result.staleness
+    summary = result.policy
     assert summary["alternative"] == "best off-policy plan"
     assert summary["alternative_makespan_s"] == pytest.approx(OFF_POLICY, rel=REL)
 
@@ -197,7 +197,7 @@ def test_reports_say_what_off_policy_would_gain(tmp_path):
     report = render_report(problem, result, problem.simulator.simulate(result.plan))
     assert f"| staleness | {words} |" in report
     document = json.loads(json.dumps(result.to_json(), allow_nan=False))
-    assert document["staleness"]["off_policy"] is False
+    assert document["policy"]["off_policy"] is False
 
 
 def test_reports_say_what_on_policy_would_cost():
