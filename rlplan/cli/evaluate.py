@@ -144,9 +144,10 @@ def print_trace_summary(trace: Trace, problem: Problem) -> None:
     print(f"makespan     {trace.makespan:.4f} s over {trace.k_eval} steps")
     print(f"step time    {trace.step_time:.4f} s")
     if problem.instance.ac_share or trace.factor != 1:
-        fused = trace.template == "ac_share"
-        words = "fused actor-critic" if fused else "separate actor and critic"
-        print(f"template     {trace.template} ({words})")
+        if trace.template is not None:
+            fused = trace.template == "ac_share"
+            words = "fused actor-critic" if fused else "separate actor and critic"
+            print(f"template     {trace.template} ({words})")
         print(
             f"score        {trace.score_step:.4f} s per step (step time x {trace.factor:g}; "
             "what the solvers minimise)"

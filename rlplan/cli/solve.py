@@ -31,6 +31,7 @@ from rlplan.rpeg.schema.solver_options import COMMAND_LINE, check_option
 from rlplan.solvers.options import solve_request
 from rlplan.solvers.progress import finish_history, make_progress
 from rlplan.solvers.result import Result, Status
+from rlplan.solvers.staleness import describe_staleness
 
 
 def command_solve(args: argparse.Namespace) -> int:
@@ -171,14 +172,19 @@ def print_solve_summary(result: Result, written: list[str]) -> None:
             f"step time    {result.step_time:.4f} s (simulated; makespan {result.makespan:.4f} s)"
         )
     template = result.describe_template()
-    if template is not None:
+    if template is not None or (result.score_step is not None and result.score_factor != 1):
         print(f"score        {result.score_step:.4f} s per step (the objective)")
+    if template is not None:
         print(f"template     {template}")
+    staleness = describe_staleness(result)
+    if staleness is not None:
+        print(f"staleness    {staleness}")
     if result.bound is not None:
         shown = "" if result.gap is None else f", gap {result.gap:.4%}"
         if result.bound_proven_by is not None:
             shown += f"; proven by {result.bound_proven_by}"
-        what = "score" if result.lambda_ac is not None else "makespan"
+        scored = result.lambda_ac is not None or result.policy is not None
+        what = "score" if scored else "makespan"
         print(
             f"bound        {result.bound_step:.4f} s per step ({what} {result.bound:.4f} s){shown}"
         )

@@ -10,6 +10,7 @@ from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.strategy import DIMENSIONS, Dimension
 from rlplan.solvers.result import Result
+from rlplan.solvers.staleness import describe_staleness
 
 
 def memory_groups(peaks: tuple[float, ...] | list[float]) -> list[tuple[str, str]]:
@@ -76,7 +77,11 @@ def render_html_report(
             ("generated tokens/s", f"{trace.generated_tokens_per_s:.1f}"),
         ]
     summary += result.template_rows()
-    bounded = "score per step" if result.lambda_ac is not None else "step time"
+    staleness = describe_staleness(result)
+    if staleness is not None:
+        summary.append(("staleness", staleness))
+    scored = result.lambda_ac is not None or result.policy is not None
+    bounded = "score per step" if scored else "step time"
     summary += [
         (f"lower bound on the {bounded}", _seconds(bound_step)),
         ("bound proven by", result.bound_proven_by or "—"),

@@ -6,6 +6,7 @@ from rlplan.outputs.vocabulary import framework_markdown, framework_view, reward
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.solvers.result import Result
+from rlplan.solvers.staleness import describe_staleness
 
 
 def _seconds(value: float | None) -> str:
@@ -30,6 +31,8 @@ def summary_line(problem: Problem, result: Result) -> str:
     ]
     if result.template is not None and result.lambda_ac is not None:
         parts.insert(1, f"{result.template} score {result.score_step:.4f} s")
+    elif result.score_step is not None and result.score_factor != 1:
+        parts.insert(1, f"score {result.score_step:.4f} s")
     if result.gap is not None:
         parts.append(f"gap {result.gap:.4%}")
     parts.append(f"{instance.hardware.num_gpus} GPUs")
@@ -96,9 +99,13 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
             f"| generated tokens/s | {trace.generated_tokens_per_s:.1f} |",
         ]
     lines += [f"| {label} | {value} |" for label, value in result.template_rows()]
+    staleness = describe_staleness(result)
+    if staleness is not None:
+        lines.append(f"| staleness | {staleness} |")
     bound = None if result.bound is None else result.bound / instance.k_eval
     gap = "—" if result.gap is None else f"{result.gap:.4%}"
-    bounded = "score per step" if result.lambda_ac is not None else "step time"
+    scored = result.lambda_ac is not None or result.policy is not None
+    bounded = "score per step" if scored else "step time"
     lines += [
         f"| lower bound on the {bounded} | {_seconds(bound)} |",
         f"| bound proven by | {result.bound_proven_by or '—'} |",

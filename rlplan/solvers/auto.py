@@ -23,7 +23,7 @@ from rlplan.solvers.common import plan_result, unplaceable_result
 from rlplan.solvers.local import best_baseline, improve
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.result import Result, Status, verdict
-from rlplan.solvers.templates import solve_templates
+from rlplan.solvers.templates import solve_templates, with_staleness_switch
 
 #: The first local search: at most this share of the time limit, and it ends
 #: once it has converged past :data:`LOCAL_EVALUATIONS` evaluations (a few
@@ -92,7 +92,8 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
         )
     simulator = problem.simulator
     stats: dict = {"baseline_makespan": simulator.evaluate(start).makespan}
-    # Plans are compared by score: the makespan, x (1 + lambda_ac) for a fused plan.
+    # Plans are compared by score: the makespan, x (1 + lambda_ac) for a fused plan,
+    # x (1 + lambda_stale) for an off-policy one.
     best = _Best(simulator, start, simulator.evaluate(start).score)
     local_limit = min(LOCAL_SHARE * options.time_limit, _remaining(options, started))
     local_plan, local_stats = improve(
@@ -126,12 +127,14 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
                 templates = merge_templates(templates, refined_templates)
             stats["refine"] = refine_stats
             best.offer(refined)
+    # exact.bound bounds the score; plan_result takes a makespan bound for one template.
+    bound = None if exact.bound is None else exact.bound / problem.score_factor
     return plan_result(
         problem,
         "auto",
         best.plan,
         started,
-        bound=exact.bound,
+        bound=bound,
         requested_gap=options.gap,
         stats=stats,
         message=exact.message,
@@ -184,9 +187,10 @@ def _exact(problem: Problem, options: SolveOptions, hint: Plan, time_limit: floa
     Each template is hinted with ``hint`` when it is of that template, else
     with the template's better baseline; the result keeps the better plan
     and the smaller of the two score bounds (:mod:`rlplan.solvers.templates`).
+    Under the off-policy penalty each template goes through the staleness
+    switch (:mod:`rlplan.solvers.staleness`); its on-policy solve is hinted
+    with the hint's placement at staleness 0.
     """
-    if len(problem.templates) == 1:
-        return cpsat.solve_with_hint(problem, options, hint, time_limit)
 
     def solve_one(variant: Problem, sub_options: SolveOptions) -> Result:
         start = hint if hint.fused == variant.directory.fused else best_baseline(variant)
@@ -194,11 +198,23 @@ def _exact(problem: Problem, options: SolveOptions, hint: Plan, time_limit: floa
             return plan_result(
                 variant, "cpsat", None, time.perf_counter(), message="no baseline plan fits"
             )
-        return cpsat.solve_with_hint(variant, sub_options, start, sub_options.time_limit)
+        return cpsat.solve_with_hint(
+            variant, sub_options, _within(variant, start), sub_options.time_limit
+        )
 
-    return solve_templates(
-        problem, dataclasses.replace(options, time_limit=time_limit), solve_one, "cpsat"
-    )
+    sub_options = dataclasses.replace(options, time_limit=time_limit)
+    switched = with_staleness_switch(solve_one)
+    if len(problem.templates) == 1:
+        return switched(problem, sub_options)
+    return solve_templates(problem, sub_options, switched, "cpsat")
+
+
+def _within(problem: Problem, plan: Plan) -> Plan:
+    """``plan``, or its placement at staleness 0 when its staleness is outside ``problem``'s."""
+    candidates = problem.instance.optimizer.staleness_candidates
+    if all(value in candidates[model] for model, value in plan.staleness):
+        return plan
+    return Plan(plan.placements, tuple((model, 0) for model, _ in plan.staleness))
 
 
 def merge_templates(first: dict | None, second: dict | None) -> dict | None:

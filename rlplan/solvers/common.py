@@ -15,6 +15,7 @@ from rlplan.rpeg.evaluation.simulator import Simulator
 from rlplan.rpeg.model.candidates import CandidateDirectory
 from rlplan.rpeg.model.plan import Plan
 from rlplan.solvers.result import Result, Status, verdict
+from rlplan.solvers.staleness import staleness_summary
 
 
 class BuildTimeout(Exception):
@@ -120,8 +121,9 @@ def plan_result(
     Result
         For a plan that fits in memory, the status is
         :func:`rlplan.solvers.result.verdict` of its simulated score (the makespan,
-        x (1 + lambda_ac) for a fused plan) and the bound: the one rule,
-        whatever the backend.
+        x (1 + lambda_ac) for a fused plan, x (1 + lambda_stale) for an
+        off-policy one) and the bound: the one rule, whatever the backend;
+        `Result.policy` says what the other kind of plan would give.
     """
     best_bound, source = _reported_bound(problem, solver, bound, bound_source)
     shared: dict[str, Any] = {
@@ -190,7 +192,8 @@ def _simulated_result(
     simulation (``k_eval``, ``bound_source``, ``stats`` and the AC-share fields).
     """
     trace = problem.simulator.simulate(plan)
-    factor = problem.instance.score_factor(plan.fused)
+    # x (1 + lambda_ac) when fused, x (1 + lambda_stale) when off-policy.
+    factor = trace.factor
     if not trace.feasible:
         return Result(
             Status.ERROR,
@@ -220,6 +223,7 @@ def _simulated_result(
         message=message,
         requested_gap=requested_gap,
         score_factor=factor,
+        policy=staleness_summary(problem, plan, makespan),
         **shared,
     )
 

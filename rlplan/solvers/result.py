@@ -121,10 +121,11 @@ class Result:
     requested_gap
         The relative gap the user allowed (``--gap``; 0 = exact).
     score_factor
-        The objective factor of the plan's template: ``1 + lambda_ac`` for a
-        fused actor-critic (AC-share) plan, else 1. The *score* (what every
-        solver minimises) is ``makespan * score_factor``; ``bound`` and
-        ``gap`` are about the score.
+        The objective factor of the plan: ``1 + lambda_ac`` for a fused
+        actor-critic (AC-share) plan, times ``1 + lambda_stale`` for an
+        off-policy plan (a trained model at staleness > 0), else 1. The
+        *score* (what every solver minimises) is ``makespan * score_factor``;
+        ``bound`` and ``gap`` are about the score.
     templates
         For an instance whose plan space has both templates: what the solver
         knows of each (``separate``, ``ac_share``), its best plan's makespan
@@ -133,6 +134,10 @@ class Result:
     lambda_ac
         The instance's AC-share penalty when its plan space has the fused
         template, else None.
+    policy
+        When the plan's template has on- and off-policy plans: what the
+        other kind would give (:func:`rlplan.solvers.staleness.staleness_summary`),
+        else None.
     """
 
     status: Status
@@ -149,6 +154,7 @@ class Result:
     templates: dict[str, dict[str, Any]] | None = None
     lambda_ac: float | None = None
     bound_source: str | None = None
+    policy: dict[str, Any] | None = None
 
     @property
     def bound_proven_by(self) -> str | None:
@@ -169,7 +175,7 @@ class Result:
 
     @property
     def score_step(self) -> float | None:
-        """The objective per step: the step time, x (1 + lambda_ac) for a fused plan (s)."""
+        """The objective per step: the step time x ``score_factor`` (s)."""
         return None if self.score is None else self.score / self.k_eval
 
     @property
@@ -307,16 +313,20 @@ class Result:
         ``step_time_s`` and ``bound_step_s`` are per step. ``makespan_s`` and
         ``step_time_s`` are the raw simulated times; ``score_makespan_s`` and
         ``score_step_s`` the objective (the same unless the plan fuses actor
-        and critic, then x (1 + lambda_ac)); ``template`` the plan's template
+        and critic, then x (1 + lambda_ac), or is off-policy, then
+        x (1 + lambda_stale)); ``template`` the plan's template
         (``separate`` or ``ac_share``). Bounds are proven lower bounds on the
         score over the plan space (null without one); ``gap`` is the relative
         gap ``(score - bound) / score``. An AC-share instance adds
-        ``ac_share``: :meth:`ac_share_summary`.
+        ``ac_share``: :meth:`ac_share_summary`; a plan space with on- and
+        off-policy plans adds ``policy`` (:attr:`policy`).
         """
         extra: dict[str, Any] = {}
         summary = self.ac_share_summary()
         if summary is not None:
             extra["ac_share"] = summary
+        if self.policy is not None:
+            extra["policy"] = self.policy
         return {
             "status": self.status.value,
             "solver": self.solver,

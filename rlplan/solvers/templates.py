@@ -11,7 +11,10 @@ models are built unchanged from the fused template), and keeps the plan of
 the smaller score. The reported bound is the smaller of the two templates'
 score bounds, so the result is OPTIMAL only when both templates are closed.
 
-Instances without AC-share go straight to the backend.
+Instances without AC-share go straight to the backend. Within a template whose
+plan space has on- and off-policy plans, the staleness switch
+(:func:`rlplan.solvers.staleness.solve_staleness`) runs the backend once or
+twice under the off-policy penalty ``lambda_stale``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.templates import FUSED, SEPARATE
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.result import Result, Status, verdict
+from rlplan.solvers.staleness import solve_staleness
 
 Backend = Callable[[Problem, SolveOptions], Result]
 
@@ -41,17 +45,33 @@ def each_template(name: str) -> Callable[[Callable[..., Result]], Callable[..., 
     def decorate(solve_one: Callable[..., Result]) -> Callable[..., Result]:
         @functools.wraps(solve_one)
         def solve(problem: Problem, options: SolveOptions, *args, **kwargs) -> Result:
-            if len(problem.templates) == 1:
-                return solve_one(problem, options, *args, **kwargs)
-
             def backend(variant: Problem, sub_options: SolveOptions) -> Result:
                 return solve_one(variant, sub_options, *args, **kwargs)
 
-            return solve_templates(problem, options, backend, name)
+            switched = with_staleness_switch(backend)
+            if len(problem.templates) == 1:
+                return switched(problem, options)
+            return solve_templates(problem, options, switched, name)
 
         return solve
 
     return decorate
+
+
+def with_staleness_switch(solve_one: Backend) -> Backend:
+    """``solve_one`` on a one-template problem, through the staleness switch when it applies.
+
+    The switch (:func:`rlplan.solvers.staleness.solve_staleness`) runs when
+    the template's plan space has on- and off-policy plans and
+    ``lambda_stale`` is above 0; otherwise ``solve_one`` runs as is.
+    """
+
+    def solve(problem: Problem, options: SolveOptions) -> Result:
+        if problem.staleness_switch:
+            return solve_staleness(problem, options, solve_one)
+        return solve_one(problem, options)
+
+    return solve
 
 
 def solve_templates(
@@ -144,6 +164,7 @@ def solve_templates(
         score_factor=best.score_factor,
         templates=summaries,
         lambda_ac=problem.instance.lambda_ac,
+        policy=best.policy,
     )
 
 

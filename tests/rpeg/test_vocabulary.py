@@ -39,6 +39,7 @@ INSTANCE: dict[str, Any] = {
         "gpus_per_node": 4,
         "flops_per_gpu": 1e12,
         "memory_per_gpu": 1e8,
+        "memory_reserve_bytes": 0,
         "memory_bandwidth": 1e9,
         **{
             f"{kind}_{family}_{level}": _LINK[kind]

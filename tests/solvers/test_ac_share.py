@@ -41,8 +41,13 @@ ALL_SOLVERS = ("greedy", "concurrent", "local", "exhaustive", "cpsat", "milp", "
 
 
 def document(lambda_ac: float | None = None, critic_layers: int | None = None) -> dict:
-    """The shipped AC-share instance, optionally with another lambda_ac or critic depth."""
+    """The shipped AC-share instance, optionally with another lambda_ac or critic depth.
+
+    The off-policy penalty is off (``lambda_stale`` 0): these tests price the template
+    choice alone (test_staleness.py prices both penalties together).
+    """
     data = loads(AC_INSTANCE.read_text(encoding="utf-8"))
+    data["optimizer"]["lambda_stale"] = 0.0
     if lambda_ac is not None:
         data["optimizer"]["lambda_ac"] = lambda_ac
     if critic_layers is not None:

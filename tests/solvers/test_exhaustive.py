@@ -15,7 +15,9 @@ from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.result import Status
 from tests.solvers.conftest import load_problem
 
-#: Optimal makespans (k_eval = 2 steps unless said) over each plan space (cost model v2).
+#: Makespans of the optimal plans (k_eval = 2 steps unless said) over each plan space (cost
+#: model v2); optimal for the score (KNOWN_SCORES: the makespan, x 1.05 for an off-policy
+#: plan under the default lambda_stale 0.05).
 #: Each value is the simulated makespan of the plan written out in OPTIMAL_PLANS
 #: (test_the_written_plan_simulates_to_the_known_optimum), and the exhaustive oracle
 #: proves that no plan of the space is faster (test_exhaustive_proves_the_known_optimum);
@@ -76,7 +78,9 @@ from tests.solvers.conftest import load_problem
 #: * tiny_lag_grpo_2gpu_async (k_eval = 3, staleness 0 or 1): the same placement at
 #:   staleness 1, with the runs in step order: each rollout waits for the previous step's
 #:   reward.infer (which shares GPU 0); the weights of step t-2 arrive long before. The
-#:   rollout GPU is the critical path: 3 * (G + d + r) + d + T = 8.8229 s. Staleness 0
+#:   rollout GPU is the critical path: 3 * (G + d + r) + d + T = 8.8229 s, score 8.8229
+#:   x 1.05 = 9.2640 s, below the best on-policy plan's 9.4070 s (staleness pays 6.6 %,
+#:   more than the 5 % penalty). Staleness 0
 #:   would give 3 * (G + 2d + r + T) + 2p = 9.4848 s; the simulator's default run priority
 #:   starts the second rollout before the first reward.infer, 9.1104 s, so the optimum
 #:   needs the explicit order (the local search reaches it by its swap_order move).
@@ -91,6 +95,12 @@ KNOWN_OPTIMA = {
     "tiny_dpo_2gpu_v2.yaml": 13.014312102342716,
     "tiny_lag_grpo_2gpu.yaml": 6.254000997563825,
     "tiny_lag_grpo_2gpu_async.yaml": 8.822877579520135,
+}
+#: The optimal scores: the makespans above, the off-policy one x 1.05
+#: (8.822877579520135 x 1.05 = 9.264021458496142).
+KNOWN_SCORES = {
+    **KNOWN_OPTIMA,
+    "tiny_lag_grpo_2gpu_async.yaml": 9.264021458496142,
 }
 
 _PPO = (
@@ -174,7 +184,7 @@ OPTIMAL_PLANS = {
         ],
     ),
     "tiny_dpo_2gpu_v2.yaml": (
-        {"actor": 1},
+        {"actor": 0},
         [
             (
                 "actor.generate",
@@ -267,7 +277,8 @@ def test_exhaustive_proves_the_known_optimum(name):
     result = exhaustive.solve(problem, SolveOptions(time_limit=30))
     assert result.status is Status.OPTIMAL
     assert result.makespan == pytest.approx(KNOWN_OPTIMA[name], rel=1e-12)
-    assert result.bound == pytest.approx(result.makespan, rel=1e-12)
+    assert result.score == pytest.approx(KNOWN_SCORES[name], rel=1e-12)
+    assert result.bound == pytest.approx(result.score, rel=1e-12)
     assert problem.simulator.simulate(result.plan).makespan == pytest.approx(
         result.makespan, rel=1e-12
     )
@@ -275,7 +286,7 @@ def test_exhaustive_proves_the_known_optimum(name):
 
 @pytest.mark.parametrize("name", sorted(KNOWN_OPTIMA))
 def test_no_sampled_feasible_plan_beats_the_optimum(name):
-    """Random feasible plans (with random orders) never simulate below the proven optimum."""
+    """Random feasible plans (with random orders) never score below the proven optimum."""
     problem = load_problem(name)
     rng = random.Random(7)
     checked = 0
@@ -284,7 +295,7 @@ def test_no_sampled_feasible_plan_beats_the_optimum(name):
         evaluation = problem.simulator.evaluate(plan)
         if evaluation.feasible:
             checked += 1
-            assert evaluation.makespan >= KNOWN_OPTIMA[name] * (1 - 1e-12)
+            assert evaluation.score >= KNOWN_SCORES[name] * (1 - 1e-12)
     assert checked > 0
 
 

@@ -39,8 +39,12 @@ class LowerBounds:
         return "critical_path" if self.critical_path >= self.compute else "compute"
 
 
-def lower_bounds(directory: CandidateDirectory) -> LowerBounds:
-    """Compute both lower bounds for an instance."""
+def lower_bounds(directory: CandidateDirectory, on_policy: bool = False) -> LowerBounds:
+    """Compute both lower bounds for an instance.
+
+    ``on_policy`` bounds only the plans whose trained models all have
+    staleness 0 (its critical path then has every pub edge of step 0).
+    """
     instance, template = directory.instance, directory.template
     hardware = instance.hardware
     flops = sum(directory.cost.vertex_flops(vertex) for vertex in template.vertices)
@@ -50,7 +54,7 @@ def lower_bounds(directory: CandidateDirectory) -> LowerBounds:
         candidate = directory.fastest(index)
         fastest.append(candidate.time if candidate is not None else float("inf"))
     staleness = {
-        model: max(instance.optimizer.staleness_candidates[model])
+        model: 0 if on_policy else max(instance.optimizer.staleness_candidates[model])
         for model in template.trained_models
     }
     count = len(template.vertices)

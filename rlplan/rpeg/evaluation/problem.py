@@ -31,6 +31,7 @@ class Problem:
     directory: CandidateDirectory
     simulator: Simulator
     _variants: dict = field(default_factory=dict, repr=False, compare=False)
+    _policy_variants: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_instance(cls, instance: Instance) -> Problem:
@@ -45,12 +46,47 @@ class Problem:
 
     @property
     def score_factor(self) -> float:
-        """What this problem's makespans are multiplied by in the objective.
+        """The smallest factor the objective multiplies this problem's makespans by.
 
-        ``1 + lambda_ac`` when the problem is restricted to the fused
-        template, else 1 (a problem with both templates reports scores).
+        A makespan bound times it bounds the score. For one template:
+        ``1 + lambda_ac`` when it is the fused one, times ``1 + lambda_stale``
+        when every plan is off-policy (no trained model may take staleness 0),
+        else 1. A problem with both templates reports scores: 1.
         """
-        return self.instance.score_factor(self.instance.fused)
+        if len(self.templates) > 1:
+            return 1.0
+        on_policy, _ = self.instance.policy_kinds
+        return self.instance.score_factor(self.instance.fused, () if on_policy else (("", 1),))
+
+    @property
+    def staleness_switch(self) -> bool:
+        """Whether the penalty tells on- from off-policy plans here (``lambda_stale`` > 0).
+
+        True when some template's plan space has both on-policy and
+        off-policy plans: the exact backends then solve twice
+        (:mod:`rlplan.solvers.staleness`).
+        """
+        if self.instance.lambda_stale <= 0:
+            return False
+        return any(all(self.variant(t).instance.policy_kinds) for t in self.templates)
+
+    def on_policy(self) -> Problem:
+        """This problem with every trained model that may take staleness 0 kept at 0, built once."""
+        found = self._policy_variants.get("on_policy")
+        if found is None:
+            found = self._policy_variants["on_policy"] = Problem.from_instance(
+                self.instance.on_policy()
+            )
+        return found
+
+    def without_stale_penalty(self) -> Problem:
+        """This problem with ``lambda_stale`` 0 (the score of every plan ignores staleness)."""
+        found = self._policy_variants.get("unpenalised")
+        if found is None:
+            found = self._policy_variants["unpenalised"] = Problem.from_instance(
+                self.instance.without_stale_penalty()
+            )
+        return found
 
     def variant(self, template: str) -> Problem:
         """This problem restricted to ``template`` (``separate`` or ``ac_share``), built once.
@@ -78,22 +114,41 @@ class Problem:
     def score_bound(self) -> float:
         """Plan-independent lower bound on the score over this problem's plan space.
 
-        The bound of :attr:`bounds` for one template (times ``1 + lambda_ac``
-        for the fused one); over both templates, the smaller of the two.
+        For one template with factor ``f`` (``1 + lambda_ac`` when fused, else
+        1) and ``B`` the bound of :attr:`bounds`: ``f B`` when staleness is
+        not penalised or no plan is off-policy; ``f (1 + lambda_stale) B``
+        when every plan is; otherwise ``f min(B_on, (1 + lambda_stale) B)``,
+        with ``B_on`` the bound of the on-policy plans (:attr:`on_policy_bounds`):
+        an on-policy plan scores at least ``f B_on``, an off-policy one at
+        least ``f (1 + lambda_stale) B``. Over both templates, the smaller of
+        the two.
         """
-        if len(self.templates) == 1:
-            return self.variant(self.templates[0]).bounds.best * self.instance.score_factor(
-                self.templates[0] == FUSED
-            )
-        return min(self.variant(template).score_bound for template in self.templates)
+        return self._score_bound()[0]
 
     @property
     def score_bound_source(self) -> str:
         """The plan-independent bound :attr:`score_bound` is: ``critical_path`` or ``compute``."""
-        if len(self.templates) == 1:
-            return self.variant(self.templates[0]).bounds.source
-        weakest = min(self.templates, key=lambda template: self.variant(template).score_bound)
-        return self.variant(weakest).score_bound_source
+        return self._score_bound()[1]
+
+    def _score_bound(self) -> tuple[float, str]:
+        """:attr:`score_bound` and the bound it comes from."""
+        if len(self.templates) > 1:
+            return min(
+                (self.variant(template)._score_bound() for template in self.templates),
+                key=lambda item: item[0],
+            )
+        variant = self.variant(self.templates[0])
+        instance = variant.instance
+        factor = instance.score_factor(instance.fused)
+        penalty = 1.0 + instance.lambda_stale
+        on_policy, off_policy = instance.policy_kinds
+        full = (variant.bounds.best * factor, variant.bounds.source)
+        if not on_policy:
+            return full[0] * penalty, full[1]
+        if not off_policy or instance.lambda_stale <= 0:
+            return full
+        on = variant.on_policy_bounds
+        return min((on.best * factor, on.source), (full[0] * penalty, full[1]))
 
     @classmethod
     def load(cls, path: str) -> Problem:
@@ -104,6 +159,11 @@ class Problem:
     def bounds(self) -> LowerBounds:
         """Plan-independent lower bounds on the makespan."""
         return lower_bounds(self.directory)
+
+    @cached_property
+    def on_policy_bounds(self) -> LowerBounds:
+        """Plan-independent lower bounds on the makespan of the on-policy plans."""
+        return lower_bounds(self.directory, on_policy=True)
 
     def unplaceable(self) -> list[tuple[str, float]]:
         """Vertices that fit on no block, with their smallest memory shortfall in bytes.

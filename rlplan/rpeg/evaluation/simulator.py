@@ -19,7 +19,8 @@ A simulator judges plans of both templates of an AC-share instance: a plan
 of the other template goes to the sibling simulator of that template's
 directory. The makespan and step time are always the raw simulated ones;
 the *score* the solvers minimise is the makespan times ``1 + lambda_ac`` for
-a fused (AC-share) plan and the makespan itself otherwise.
+a fused (AC-share) plan and times ``1 + lambda_stale`` for an off-policy plan
+(some trained model at staleness > 0), the makespan itself otherwise.
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ class Evaluation:
     violation
         Worst per-GPU memory overflow in bytes (0 when feasible).
     factor
-        Objective factor of the plan's template: ``1 + lambda_ac`` for a
-        fused (AC-share) plan, else 1.
+        Objective factor of the plan: ``1 + lambda_ac`` for a fused
+        (AC-share) plan, times ``1 + lambda_stale`` for an off-policy one
+        (:meth:`Instance.score_factor`), else 1.
     """
 
     makespan: float
@@ -55,7 +57,7 @@ class Evaluation:
 
     @property
     def score(self) -> float:
-        """The objective: makespan x ``factor`` (the makespan itself unless fused)."""
+        """The objective: makespan x ``factor`` (the makespan of an on-policy separate plan)."""
         return self.makespan * self.factor
 
     @property
@@ -106,16 +108,20 @@ class Trace:
 
     @property
     def score(self) -> float:
-        """Objective of the ``k_eval`` steps: makespan x (1 + lambda_ac) if fused."""
+        """Objective of the ``k_eval`` steps: makespan x ``factor`` (see :class:`Evaluation`)."""
         return self.makespan * self.factor
 
     @property
     def score_step(self) -> float:
-        """The objective per step (the step time unless the plan is fused)."""
+        """The objective per step (the step time of an on-policy separate plan)."""
         return self.step_time * self.factor
 
     def to_json(self) -> dict[str, Any]:
-        """The trace file document (PPO traces add the template and the penalised score)."""
+        """The trace file document.
+
+        PPO traces add the template and the score; so does the trace of a
+        penalised plan (fused or off-policy, ``factor`` above 1).
+        """
         events = []
         for event in self.events:
             item: dict[str, Any] = {
@@ -130,9 +136,9 @@ class Trace:
                 item["source"] = list(event.source)
             events.append(item)
         extra: dict[str, Any] = {}
-        if self.template is not None:
+        if self.template is not None or self.factor != 1.0:
             extra = {
-                "template": self.template,
+                **({} if self.template is None else {"template": self.template}),
                 "score_makespan": self.score,
                 "score_step_time": self.score_step,
             }
@@ -171,8 +177,10 @@ class Simulator:
         self.num_vertices = len(self.template.vertices)
         self.num_runs = self.num_vertices * self.k_eval
         self.fused = directory.fused
-        #: Objective factor of this template's plans (1 + lambda_ac when fused).
+        #: Objective factor of this template's on-policy plans (1 + lambda_ac when
+        #: fused) and of its off-policy plans (x 1 + lambda_stale).
         self.factor = self.instance.score_factor(self.fused)
+        self.stale_factor = self.instance.score_factor(self.fused, (("", 1),))
         self._variants: dict[bool, Simulator] = {self.fused: self}
         models = []
         for vertex in self.template.vertices:
@@ -205,6 +213,12 @@ class Simulator:
     def for_plan(self, plan: Plan) -> Simulator:
         """The simulator of ``plan``'s template (this one or its AC-share sibling)."""
         return self if plan.fused == self.fused else self.variant(plan.fused)
+
+    def plan_factor(self, plan: Plan) -> float:
+        """The objective factor of ``plan`` (:meth:`Instance.score_factor` of its template)."""
+        if plan.fused != self.fused:
+            return self.variant(plan.fused).plan_factor(plan)
+        return self.stale_factor if any(s > 0 for _, s in plan.staleness) else self.factor
 
     # -- graph of runs per staleness ----------------------------------------------
 
@@ -424,7 +438,7 @@ class Simulator:
         durations = [candidate.time for candidate in candidates]
         _, end, placed = self._schedule(plan, durations, self.lags(plan))
         return Evaluation(
-            max(end), self.memory_violation(plan, candidates), tuple(placed), self.factor
+            max(end), self.memory_violation(plan, candidates), tuple(placed), self.plan_factor(plan)
         )
 
     def _events(
@@ -492,5 +506,5 @@ class Simulator:
                 for run in sorted(range(self.num_runs), key=lambda r: (start[r], r))
             ),
             template=self.template.kind if self.instance.algorithm == "ppo" else None,
-            factor=self.factor,
+            factor=self.plan_factor(plan),
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rlplan.rpeg.errors import InstanceError
 from rlplan.rpeg.schema.checks import check_keys, mapping, positive_float
 from rlplan.rpeg.schema.fields import (
     BANDWIDTH,
@@ -67,6 +68,30 @@ DEFAULT_NON_GEMM_RATIO = 0.7
 #: Qwen2.5-7B) on A800, TPOT about 22.5 ms eager against 13 ms with CUDA graphs
 #: (vllm-project/vllm-omni issue 7960, 2026-09-22): 9.5 ms / 28 layers.
 DEFAULT_EAGER_LAYER_OVERHEAD = 3.4e-4
+#: Device memory no plan may use, whatever the hardware came from (a preset or
+#: explicit fields): a fixed part per GPU and a fraction of its memory
+#: (usable = memory_per_gpu x (1 - memory_reserve) - memory_reserve_bytes,
+#: docs/cost-model.md).
+#:
+#: Fixed part, 1 GiB: the CUDA context of the training process and the buffers of
+#: its NCCL communicator. NVIDIA/nccl-tests src/common.cu (``run``) sizes its
+#: test buffers from the device memory less "1G for the rest", the empirical
+#: CUDA and NCCL usage on HGX/DGX nodes (its maintainer in NVIDIA/nccl-tests
+#: issue 198). Its parts: a PyTorch CUDA context takes 287,047,680 bytes with
+#: lazy module loading, PyTorch's default since 1.13 (pytorch/pytorch pull
+#: request 86509), and NCCL allocates a 4 MiB buffer per channel and peer for
+#: its Simple protocol (``DEFAULT_BUFFSIZE`` in NVIDIA/nccl src/init.cc, the
+#: ``NCCL_BUFFSIZE`` default) beside its LL and LL128 buffers. A run with more
+#: communicators or a second process per GPU needs more (NVIDIA/nccl issue
+#: 864: about 1.6 GB per GPU for one communicator, 6 GB for three or more).
+DEFAULT_MEMORY_RESERVE_BYTES = float(1 << 30)
+#: Fraction, 0.115: fragmentation of PyTorch's caching allocator, memory it holds
+#: that no tensor uses. Guo et al., "GMLake: Efficient and Transparent GPU Memory
+#: Defragmentation for Large-scale DNN Training with Virtual Memory Stitching",
+#: ASPLOS 2024 (arXiv 2401.08156), abstract: defragmenting saves 9.2 GB on average
+#: across eight LLMs trained with recomputation, offloading, ZeRO and LoRA on
+#: 80 GB GPUs; 9.2 / 80 = 0.115.
+DEFAULT_MEMORY_RESERVE = 0.115
 
 # ----------------------------------------------------------------------------
 # Declarations
@@ -123,8 +148,14 @@ HARDWARE_OPTIONAL = (
     _knob(
         "memory_reserve",
         FRACTION_OPEN_HIGH,
-        0.0,
-        "Fraction of device memory no plan may use",
+        DEFAULT_MEMORY_RESERVE,
+        "Fraction of device memory no plan may use (allocator fragmentation)",
+    ),
+    _knob(
+        "memory_reserve_bytes",
+        NONNEGATIVE_FLOAT,
+        DEFAULT_MEMORY_RESERVE_BYTES,
+        "Bytes per GPU no plan may use (CUDA context, NCCL buffers)",
     ),
     _knob(
         "gemm_efficiency",
@@ -201,7 +232,8 @@ class Hardware:
     non_gemm_constant: float = 0.0
     non_gemm_scaling: float = 0.0
     non_gemm_batch_cal: float = 64.0
-    memory_reserve: float = 0.0
+    memory_reserve: float = DEFAULT_MEMORY_RESERVE
+    memory_reserve_bytes: float = DEFAULT_MEMORY_RESERVE_BYTES
     gemm_efficiency: float = DEFAULT_GEMM_EFFICIENCY
     host_bandwidth: float = DEFAULT_HOST_BANDWIDTH
     decode_step_overhead: float = DEFAULT_DECODE_STEP_OVERHEAD
@@ -223,6 +255,13 @@ class Hardware:
                 )
                 check_range(1.0 / inverse, f"hardware.{name}_{level}")
         check_fields(self, HARDWARE_OPTIONAL, "hardware")
+        if self.usable_memory <= 0:
+            raise InstanceError(
+                "hardware.memory_reserve_bytes",
+                f"{self.memory_reserve_bytes:g} bytes with memory_reserve "
+                f"{self.memory_reserve:g} leave no usable memory of the "
+                f"{self.memory_per_gpu:g} bytes per GPU",
+            )
 
     @property
     def num_gpus(self) -> int:
@@ -236,8 +275,12 @@ class Hardware:
 
     @property
     def usable_memory(self) -> float:
-        """Bytes per GPU a plan may use: ``memory_per_gpu * (1 - memory_reserve)``."""
-        return self.memory_per_gpu * (1.0 - self.memory_reserve)
+        """Bytes per GPU a plan may use.
+
+        ``memory_per_gpu * (1 - memory_reserve) - memory_reserve_bytes``; with
+        the defaults, 80e9 x 0.885 - 2**30 = 69.73e9 bytes of an 80 GB GPU.
+        """
+        return self.memory_per_gpu * (1.0 - self.memory_reserve) - self.memory_reserve_bytes
 
 
 def parse_hardware(data: Any) -> Hardware:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -390,9 +390,58 @@ class Instance:
         """Relative penalty of the fused template (``optimizer.lambda_ac``)."""
         return self.optimizer.lambda_ac
 
-    def score_factor(self, fused: bool) -> float:
-        """What the objective multiplies a step time by: 1 + lambda_ac when fused, else 1."""
-        return 1.0 + self.optimizer.lambda_ac if fused else 1.0
+    @property
+    def lambda_stale(self) -> float:
+        """Relative penalty of an off-policy plan (``optimizer.lambda_stale``)."""
+        return self.optimizer.lambda_stale
+
+    def score_factor(self, fused: bool, staleness: Iterable[tuple[str, int]] = ()) -> float:
+        """What the objective multiplies a step time by.
+
+        Parameters
+        ----------
+        fused
+            Whether the plan fuses actor and critic (AC-share): x (1 + lambda_ac).
+        staleness
+            The plan's (model, staleness) pairs: x (1 + lambda_stale) when any
+            staleness is above 0 (an off-policy plan).
+
+        Returns
+        -------
+        float
+            E.g. 1.0 for an on-policy separate plan, 1.05 for an off-policy one
+            with the default lambda_stale, 1.15 x 1.05 for an off-policy fused one.
+        """
+        factor = 1.0 + self.optimizer.lambda_ac if fused else 1.0
+        if any(value > 0 for _, value in staleness):
+            factor *= 1.0 + self.optimizer.lambda_stale
+        return factor
+
+    @property
+    def policy_kinds(self) -> tuple[bool, bool]:
+        """Whether this plan space has (on-policy plans, off-policy plans).
+
+        Over the trained models of this instance's template (the separate
+        one unless restricted to the fused one): on-policy plans exist when
+        every model may take staleness 0, off-policy ones when some model may
+        take more.
+        """
+        choices = [self.optimizer.staleness_candidates[m] for m in self.trained_models]
+        return all(0 in c for c in choices), any(max(c) > 0 for c in choices)
+
+    def on_policy(self) -> Instance:
+        """This instance with every model that may take staleness 0 restricted to 0."""
+        candidates = {
+            model: (0,) if 0 in values else values
+            for model, values in self.optimizer.staleness_candidates.items()
+        }
+        optimizer = dataclasses.replace(self.optimizer, staleness_candidates=candidates)
+        return dataclasses.replace(self, optimizer=optimizer)
+
+    def without_stale_penalty(self) -> Instance:
+        """This instance with ``lambda_stale`` 0: its score is the makespan (x 1 + lambda_ac)."""
+        optimizer = dataclasses.replace(self.optimizer, lambda_stale=0.0)
+        return dataclasses.replace(self, optimizer=optimizer)
 
     def restricted(self, template: str | None) -> Instance:
         """This instance with its plan space restricted to one template (None: all)."""

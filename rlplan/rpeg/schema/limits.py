@@ -62,6 +62,7 @@ LIMITS: dict[str, Range] = {
     # (the low ends admit the small hand-checkable instances of the tests).
     "hardware.flops_per_gpu": Range(1e9, 1e17, "FLOP/s"),
     "hardware.memory_per_gpu": Range(1e6, 1e13, "bytes"),
+    "hardware.memory_reserve_bytes": Range(0, 1e13, "bytes"),
     "hardware.memory_bandwidth": Range(1e6, 1e15, "bytes/s"),
     # Latencies up to one second; bandwidths (or their inverse) from 1 MB/s to 10 PB/s.
     "hardware.alpha_*": Range(0, 1, "seconds"),
@@ -107,6 +108,7 @@ LIMITS: dict[str, Range] = {
     "optimizer.t_min": Range(0, 1e3, "temperature"),
     "optimizer.score_eps": Range(0, 1, "relative score"),
     "optimizer.lambda_ac": Range(0, 1e3, "weight"),
+    "optimizer.lambda_stale": Range(0, 1e3, "weight"),
     "optimizer.max_throughput_loss": Range(0, 1, "fraction"),
     "optimizer.staleness_candidates.*[]": Range(0, MAX_K_EVAL, "steps"),
     # Plan space: blocks up to the largest cluster, micro-batches and the rollout's

@@ -31,6 +31,18 @@ from rlplan.rpeg.templates import AC_MODEL
 AC_SHARE_KEY = "ac_share"
 #: Staleness candidates of a trained model the section does not list.
 DEFAULT_STALENESS = (0, 1)
+#: Relative score penalty of an off-policy plan (some trained model at staleness > 0):
+#: such a plan scores step time x (1 + lambda_stale). A preference, not a measured
+#: figure: no published study prices one step of staleness in step time. The
+#: published one-step-off runs report that off-policy pays when it saves tens of
+#: percent with matching accuracy (verl docs/advance/one_step_off.md, "Experimental
+#: Results": 23 % and 40 % shorter DAPO runs of Qwen2.5-Math-7B; Noukhovitch et
+#: al. 2024, "Asynchronous RLHF", arXiv 2410.18252: about 40 % faster on LLaMA 3.1
+#: 8B while matching final performance, with PPO less robust to off-policy data
+#: than online DPO), while a plan a few percent faster is not worth changing the
+#: training algorithm. 5 % keeps every plan of that published kind and drops
+#: marginal wins; set 0 to rank plans by step time alone (docs/plan-space.md).
+DEFAULT_LAMBDA_STALE = 0.05
 
 
 def staleness_list_schema() -> dict[str, Any]:
@@ -83,6 +95,12 @@ OPTIMIZER_FIELDS = (
         "score_eps", NONNEGATIVE_FLOAT, 1e-4, "Relative improvement needed to count as a new best"
     ),
     Field("lambda_ac", NONNEGATIVE_FLOAT, 0.15, "Relative penalty of the fused template"),
+    Field(
+        "lambda_stale",
+        NONNEGATIVE_FLOAT,
+        DEFAULT_LAMBDA_STALE,
+        "Relative penalty of an off-policy plan (a trained model at staleness > 0)",
+    ),
     Field("max_throughput_loss", NONNEGATIVE_FLOAT, 0.0, "Accepted for compatibility; no effect"),
     Field(
         "hard_oom",
@@ -117,6 +135,13 @@ class OptimizerConfig:
     plain step time otherwise, since a shared backbone couples the policy
     and value losses and is usually avoided for learning quality. Without
     an ``ac_share`` entry ``lambda_ac`` has no effect.
+
+    ``lambda_stale`` (default :data:`DEFAULT_LAMBDA_STALE`) is the relative
+    penalty of an off-policy plan, one where some trained model has a
+    staleness above 0: such a plan scores step time x (1 + lambda_stale)
+    (times 1 + lambda_ac as well when it is fused), since training on the
+    previous step's rollouts changes the algorithm. 0 ranks plans by step
+    time alone.
     """
 
     k_eval: int
@@ -137,6 +162,7 @@ class OptimizerConfig:
     geometric_cooling: bool = False
     t_max: int = 50
     lambda_ac: float = 0.15
+    lambda_stale: float = DEFAULT_LAMBDA_STALE
     max_throughput_loss: float = 0.0
 
     def __post_init__(self) -> None:

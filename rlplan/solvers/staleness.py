@@ -1,0 +1,221 @@
+"""The staleness switch: exact backends under the off-policy penalty ``lambda_stale``.
+
+An off-policy plan (some trained model at staleness > 0) scores its step time
+x (1 + ``lambda_stale``) (:meth:`rlplan.rpeg.schema.instance.Instance.score_factor`),
+while the exact models minimise the makespan. :func:`solve_staleness` solves
+a problem whose plan space has both on- and off-policy plans twice, as
+:mod:`rlplan.solvers.templates` solves the two AC-share templates:
+
+1. over the full plan space with the penalty off (``lambda_stale`` 0, so
+   its bound ``B_full`` bounds every plan's unpenalised score);
+2. only when that plan is off-policy: over the on-policy plans (every
+   trained model at staleness 0), bound ``B_on``.
+
+The plan of the smaller score is kept (a tie keeps the on-policy plan), and
+the bound is ``min(B_on, (1 + lambda_stale) B_full)``: an on-policy plan
+scores at least ``B_on``, an off-policy one at least ``(1 + lambda_stale)``
+times its unpenalised score, itself at least ``B_full``. When the first plan
+is on-policy it is optimal for the score too (its score is its unpenalised
+score, at most every plan's unpenalised score, at most every plan's score),
+so ``B_full`` is kept and the second solve is skipped (docs/solvers.md).
+
+:func:`staleness_summary` and :func:`describe_staleness` say, for any
+backend's plan, what the other side would cost or gain
+(:attr:`rlplan.solvers.result.Result.policy`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+
+from rlplan.rpeg.evaluation.problem import Problem
+from rlplan.rpeg.model.plan import Plan
+from rlplan.solvers.options import SolveOptions
+from rlplan.solvers.result import Result, Status, verdict
+
+Backend = Callable[[Problem, SolveOptions], Result]
+
+
+def off_policy(plan: Plan) -> bool:
+    """Whether some trained model of ``plan`` has a staleness above 0."""
+    return any(value > 0 for _, value in plan.staleness)
+
+
+def solve_staleness(problem: Problem, options: SolveOptions, solve_one: Backend) -> Result:
+    """Run ``solve_one`` on the full plan space (penalty off), then on-policy if needed.
+
+    The first solve gets half the time limit, the on-policy one the rest.
+
+    Returns
+    -------
+    Result
+        The plan of the smaller score (ties keep the on-policy plan) with
+        the switch's bound (module docstring), its verdict, the statistics of
+        each solve under ``stats["staleness_switch"]`` and
+        :attr:`Result.policy`. An ERROR or INFEASIBLE first solve, or one
+        without a plan, is returned as is (its bound bounds the score too).
+    """
+    started = time.perf_counter()
+    first = dataclasses.replace(options, time_limit=max(options.time_limit / 2, 0.05))
+    full = solve_one(problem.without_stale_penalty(), first)
+    _reprice(problem, full)
+    if full.status is Status.ERROR or full.plan is None or not off_policy(full.plan):
+        full.wall_time = time.perf_counter() - started
+        if full.plan is not None and full.status is not Status.ERROR:
+            full.policy = staleness_summary(problem, full.plan, full.makespan)
+        return full
+    remaining = options.time_limit - (time.perf_counter() - started)
+    second = dataclasses.replace(options, time_limit=max(remaining, 0.05))
+    on = solve_one(problem.on_policy(), second)
+    _reprice(problem, on)
+    return _combine(problem, full, on, options, started)
+
+
+def _reprice(problem: Problem, result: Result) -> None:
+    """Give ``result`` its plan's objective factor under ``problem``'s own penalty."""
+    if result.plan is not None:
+        result.score_factor = problem.simulator.plan_factor(result.plan)
+
+
+def _switch_bound(problem: Problem, full: Result, on: Result) -> tuple[float, str | None]:
+    """``min(B_on, (1 + lambda_stale) B_full)``, at least the plan-independent score bound."""
+    penalty = 1.0 + problem.instance.lambda_stale
+    on_bound = math.inf if on.status is Status.INFEASIBLE else on.bound
+    if full.bound is None or on_bound is None:
+        return problem.score_bound, problem.score_bound_source
+    bound, source = min((on_bound, on.bound_source), (penalty * full.bound, full.bound_source))
+    if bound < problem.score_bound:
+        return problem.score_bound, problem.score_bound_source
+    return bound, source
+
+
+def _combine(
+    problem: Problem, full: Result, on: Result, options: SolveOptions, started: float
+) -> Result:
+    """One result of the two solves (see :func:`solve_staleness`)."""
+    wall = time.perf_counter() - started
+    solves = {
+        "full_unpenalised": full,
+        "on_policy": on,
+    }
+    stats = {
+        name: {
+            "status": r.status.value,
+            "wall_time_s": r.wall_time,
+            "makespan_s": r.makespan,
+            "score_s": r.score,
+            "bound_s": r.bound,
+            "message": r.message,
+        }
+        for name, r in solves.items()
+    }
+    if on.status is Status.ERROR:
+        on.message = f"on-policy solve: {on.message}"
+        on.wall_time = wall
+        on.stats = {**on.stats, "staleness_switch": stats}
+        return on
+    with_plan = [r for r in (on, full) if r.status.has_plan and r.plan is not None]
+    best = min(with_plan, key=lambda r: (r.score, off_policy(r.plan)))
+    other = full if best is on else on
+    bound, source = _switch_bound(problem, full, on)
+    bound = min(bound, best.score)
+    message = best.message
+    if other.message:
+        label = "full plan space" if other is full else "on-policy"
+        message = "; ".join(part for part in (message, f"{label}: {other.message}") if part)
+    summary = staleness_summary(problem, best.plan, best.makespan)
+    if other.plan is not None and other.status.has_plan:
+        summary.update(
+            alternative="best on-policy plan" if other is on else "best off-policy plan",
+            alternative_makespan_s=other.makespan,
+            alternative_score_s=other.score,
+        )
+    return dataclasses.replace(
+        best,
+        status=verdict(best.score, bound, options.gap),
+        bound=bound,
+        bound_source=source,
+        wall_time=wall,
+        stats={**best.stats, "staleness_switch": stats},
+        message=message,
+        requested_gap=options.gap,
+        policy=summary,
+    )
+
+
+def staleness_summary(problem: Problem, plan: Plan, makespan: float | None) -> dict | None:
+    """What the other side of the penalty would give ``plan``, by the same placement.
+
+    For an off-policy plan: the same placement with every trained model at
+    staleness 0 (when each may take it); for an on-policy one: with every
+    trained model at its largest staleness candidate. None when the plan's
+    template has only one kind of plan.
+
+    Returns
+    -------
+    dict | None
+        ``lambda_stale``, ``off_policy`` (the plan's kind), ``alternative``
+        (how the other plan was made), ``alternative_makespan_s`` and
+        ``alternative_score_s`` (None when that plan cannot be formed).
+    """
+    instance = problem.for_plan(plan).instance
+    if not all(instance.policy_kinds):
+        return None
+    candidates = instance.optimizer.staleness_candidates
+    stale = off_policy(plan)
+    staleness = tuple((m, 0 if stale else max(candidates[m])) for m, _ in plan.staleness)
+    summary = {
+        "lambda_stale": instance.lambda_stale,
+        "off_policy": stale,
+        "alternative": "same placement, staleness " + ", ".join(f"{m} {s}" for m, s in staleness),
+        "alternative_makespan_s": None,
+        "alternative_score_s": None,
+    }
+    evaluation = problem.simulator.evaluate(Plan(plan.placements, staleness))
+    summary.update(alternative_makespan_s=evaluation.makespan, alternative_score_s=evaluation.score)
+    return summary
+
+
+def describe_staleness(result: Result) -> str | None:
+    """One sentence on what on-policy costs or off-policy would gain, in s/step and %.
+
+    E.g. ``off-policy (score = step time x 1.05); on-policy would cost
+    +0.0123 s/step (+1.23 %), best on-policy plan 1.0123 s/step`` or
+    ``on-policy; the best off-policy plan would gain 0.0006 s/step (0.06 %),
+    less than its lambda_stale 0.05 penalty (score 1.0500 s/step)``. None
+    without a summary.
+    """
+    summary = result.policy
+    if summary is None or result.makespan is None:
+        return None
+    k = result.k_eval
+    penalty = summary["lambda_stale"]
+    words = "off-policy" if summary["off_policy"] else "on-policy"
+    if summary["off_policy"] and penalty > 0:
+        words += f" (score = step time x {1 + penalty:g}, lambda_stale {penalty:g})"
+    other = summary["alternative_makespan_s"]
+    where = summary["alternative"]
+    if other is None:
+        return words + f"; no on-policy plan of this placement ({where})"
+    delta = (other - result.makespan) / k
+    percent = 100 * (other - result.makespan) / result.makespan
+    if summary["off_policy"]:
+        return (
+            words + f"; on-policy would cost {delta:+.4f} s/step ({percent:+.2f} %), "
+            f"{where} {other / k:.4f} s/step"
+        )
+    if delta >= 0:
+        return words + f"; off-policy would not be faster ({where} {other / k:.4f} s/step)"
+    score = summary["alternative_score_s"] / k
+    verdict_words = (
+        f"less than its lambda_stale {penalty:g} penalty"
+        if result.score_step is not None and score >= result.score_step
+        else "and would score lower"
+    )
+    return (
+        words + f"; off-policy would gain {-delta:.4f} s/step ({-percent:.2f} %) of step time "
+        f"({where}), {verdict_words} (score {score:.4f} s/step)"
+    )

@@ -1,0 +1,243 @@
+"""The off-policy penalty lambda_stale: scores, the staleness switch, its bound, reports.
+
+The flip instance is tiny_dpo_2gpu_v2 (k_eval 2). The exhaustive oracle, run on its plan
+space restricted to one staleness at a time (below), gives:
+
+* the best on-policy plan (actor staleness 0): 11.213925125035567 s; every vertex on
+  both GPUs in turn, 2 x 5.5770 s plus the reshard of the ZeRO-3 trained weights to the
+  rollout's tp 2 before step 1 (0.0599 s);
+* the best off-policy plan (staleness 1): 11.153978520875567 s, the same placement with
+  the reshard hidden: 0.53 % faster.
+
+With lambda_stale 0 the off-policy plan wins; with the default 0.05 it scores
+11.153978520875567 x 1.05 = 11.711677446919346 s > 11.213925125035567 s and the
+on-policy plan wins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from pathlib import Path
+
+import pytest
+
+from rlplan.outputs.report_md import render_report
+from rlplan.rpeg.evaluation.problem import Problem
+from rlplan.rpeg.schema.instance import Instance, load_instance
+from rlplan.solvers import cpsat, exhaustive, local
+from rlplan.solvers.options import SolveOptions
+from rlplan.solvers.result import Result, Status
+from rlplan.solvers.staleness import _switch_bound, describe_staleness
+from tests.solvers.conftest import ROOT
+from tests.solvers.test_exhaustive import written_plan
+
+FLIP = f"{ROOT}/instances/tiny_dpo_2gpu_v2.yaml"
+ON_POLICY = 11.213925125035567
+OFF_POLICY = 11.153978520875567
+#: 11.153978520875567 x 1.05
+OFF_POLICY_SCORE = 11.711677446919346
+REL = 1e-4  # the exact backends' rounding tolerance
+
+
+def with_optimizer(instance: Instance, **fields) -> Instance:
+    optimizer = dataclasses.replace(instance.optimizer, **fields)
+    return dataclasses.replace(instance, optimizer=optimizer)
+
+
+@functools.cache
+def flip_problem(lambda_stale: float | None = None) -> Problem:
+    instance = load_instance(FLIP)
+    if lambda_stale is not None:
+        instance = with_optimizer(instance, lambda_stale=lambda_stale)
+    return Problem.from_instance(instance)
+
+
+@functools.cache
+def oracle_makespan(path: str, staleness: int) -> float:
+    """The oracle's optimum over the plans with every trained model at ``staleness``."""
+    instance = load_instance(path)
+    only = {model: (staleness,) for model in instance.optimizer.staleness_candidates}
+    problem = Problem.from_instance(with_optimizer(instance, staleness_candidates=only))
+    result = exhaustive.solve(problem, SolveOptions(time_limit=60))
+    assert result.status is Status.OPTIMAL
+    return result.makespan
+
+
+def oracle_score(path: str, lambda_stale: float = 0.05) -> float:
+    """The optimal score: the better of the best on-policy plan and the best off-policy
+    plan x (1 + lambda_stale), each from the oracle on its own restricted space."""
+    return min(oracle_makespan(path, 0), (1 + lambda_stale) * oracle_makespan(path, 1))
+
+
+def test_the_oracle_gives_the_two_optima_of_the_header():
+    assert oracle_makespan(FLIP, 0) == pytest.approx(ON_POLICY, rel=1e-12)
+    assert oracle_makespan(FLIP, 1) == pytest.approx(OFF_POLICY, rel=1e-12)
+    assert oracle_score(FLIP) == pytest.approx(ON_POLICY, rel=1e-12)
+    assert pytest.approx(0.0053, abs=1e-4) == (ON_POLICY - OFF_POLICY) / ON_POLICY
+
+
+# -- the score ------------------------------------------------------------------------
+
+
+def test_factor_by_hand():
+    """1; x 1.05 when off-policy; x 1.15 when fused; 1.15 x 1.05 = 1.2075 when both."""
+    instance = load_instance(f"{ROOT}/instances/tiny_ppo_2gpu_ac.yaml")
+    assert instance.lambda_stale == 0.05 and instance.lambda_ac == 0.15
+    assert instance.score_factor(False, (("actor", 0), ("critic", 0))) == 1.0
+    assert instance.score_factor(False, (("actor", 1), ("critic", 0))) == pytest.approx(1.05)
+    assert instance.score_factor(True, (("ac", 0),)) == pytest.approx(1.15)
+    assert instance.score_factor(True, (("ac", 1),)) == pytest.approx(1.2075)
+
+
+def test_score_of_a_stale_plan_by_hand():
+    """tiny_lag_grpo_2gpu_async's written optimum (staleness 1): makespan 8.822877579520135 s
+    (3 (G + d + r) + d + T, test_exhaustive.py), score 8.822877579520135 x 1.05 =
+    9.264021458496142 s, per step / 3 = 3.088007152832047 s."""
+    problem = Problem.load(f"{ROOT}/instances/tiny_lag_grpo_2gpu_async.yaml")
+    plan = written_plan("tiny_lag_grpo_2gpu_async.yaml")
+    evaluation = problem.simulator.evaluate(plan)
+    assert evaluation.makespan == pytest.approx(8.822877579520135, rel=1e-12)
+    assert evaluation.score == pytest.approx(9.264021458496142, rel=1e-12)
+    trace = problem.simulator.simulate(plan)
+    assert trace.score == pytest.approx(9.264021458496142, rel=1e-12)
+    assert trace.score_step == pytest.approx(3.088007152832047, rel=1e-12)
+    document = trace.to_json()  # a GRPO trace: the score, no template
+    assert document["score_makespan"] == pytest.approx(9.264021458496142, rel=1e-12)
+    assert "template" not in document
+    on_policy = plan.with_staleness("actor", 0)
+    assert problem.simulator.evaluate(on_policy).score == (
+        problem.simulator.evaluate(on_policy).makespan
+    )
+
+
+# -- the penalty turns a 0.53 % off-policy win into an on-policy plan -------------------
+
+
+@pytest.mark.parametrize("solve", [exhaustive.solve, cpsat.solve], ids=["exhaustive", "cpsat"])
+def test_exact_backends_without_the_penalty_pick_the_off_policy_plan(solve):
+    problem = flip_problem(0.0)
+    assert not problem.staleness_switch
+    result = solve(problem, SolveOptions(time_limit=60, threads=2))
+    assert result.status is Status.OPTIMAL
+    assert result.plan.staleness_map == {"actor": 1}
+    assert result.makespan == pytest.approx(OFF_POLICY, rel=REL)
+    assert result.score == result.makespan
+    assert "staleness_switch" not in result.stats
+
+
+@pytest.mark.parametrize("solve", [exhaustive.solve, cpsat.solve], ids=["exhaustive", "cpsat"])
+def test_exact_backends_with_the_penalty_pick_the_on_policy_plan(solve):
+    problem = flip_problem()
+    assert problem.staleness_switch
+    result = solve(problem, SolveOptions(time_limit=60, threads=2))
+    assert result.status is Status.OPTIMAL, result.message
+    assert result.plan.staleness_map == {"actor": 0}
+    assert result.makespan == pytest.approx(ON_POLICY, rel=REL)
+    assert result.score == result.makespan
+    # the switch ran twice: the first (penalty off) plan was the off-policy one
+    switch = result.stats["staleness_switch"]
+    assert switch["full_unpenalised"]["makespan_s"] == pytest.approx(OFF_POLICY, rel=REL)
+    assert switch["full_unpenalised"]["score_s"] == pytest.approx(OFF_POLICY_SCORE, rel=REL)
+    # the bound is valid: at most the oracle's optimum score, and proves it
+    assert result.bound <= oracle_score(FLIP) * (1 + 1e-12)
+    assert result.bound >= oracle_score(FLIP) * (1 - REL)
+    summary = result.policy
+    assert summary["alternative"] == "best off-policy plan"
+    assert summary["alternative_makespan_s"] == pytest.approx(OFF_POLICY, rel=REL)
+
+
+@pytest.mark.parametrize(
+    "lambda_stale, staleness, makespan", [(0.0, 1, OFF_POLICY), (None, 0, ON_POLICY)]
+)
+def test_local_search_follows_the_penalty(lambda_stale, staleness, makespan):
+    result = local.solve(flip_problem(lambda_stale), SolveOptions(time_limit=600, seed=0))
+    assert result.plan.staleness_map == {"actor": staleness}
+    assert result.makespan == pytest.approx(makespan, rel=1e-9)
+
+
+def test_the_switch_bound_when_off_policy_pays():
+    """tiny_lag_grpo_2gpu_async: staleness 1 pays 6.6 % (> 5 %), so the switch keeps the
+    off-policy plan; its bound min(B_on, 1.05 B_full) is at most the oracle's optimum
+    score min(9.406955331225735, 1.05 x 8.822877579520135) = 9.264021458496142 s."""
+    path = f"{ROOT}/instances/tiny_lag_grpo_2gpu_async.yaml"
+    assert oracle_score(path) == pytest.approx(9.264021458496142, rel=1e-12)
+    result = cpsat.solve(Problem.load(path), SolveOptions(time_limit=60, threads=2))
+    assert result.status is Status.OPTIMAL, result.message
+    assert result.plan.staleness_map == {"actor": 1}
+    assert result.score == pytest.approx(9.264021458496142, rel=REL)
+    assert result.bound <= oracle_score(path) * (1 + 1e-12)
+    words = describe_staleness(result)
+    assert words.startswith("off-policy (score = step time x 1.05")
+    # on-policy: (9.406955331225735 - 8.822877579520135) / 3 = +0.1947 s/step, +6.62 %
+    assert "on-policy would cost +0.1947 s/step (+6.62 %)" in words
+
+
+def test_plan_independent_score_bound_by_hand():
+    """min(B_on, 1.05 B) over the flip instance: B its critical path with staleness 1,
+    B_on with staleness 0; with lambda_stale 0 the bound is B alone."""
+    penalised, plain = flip_problem(), flip_problem(0.0)
+    full, on = penalised.bounds.best, penalised.on_policy_bounds.best
+    assert penalised.score_bound == pytest.approx(min(on, 1.05 * full), rel=1e-12)
+    assert plain.score_bound == pytest.approx(full, rel=1e-12)
+    assert penalised.score_bound <= oracle_score(FLIP)
+
+
+# -- reports ----------------------------------------------------------------------------
+
+
+def test_reports_say_what_off_policy_would_gain(tmp_path):
+    problem = flip_problem()
+    result = exhaustive.solve(problem, SolveOptions(time_limit=60))
+    # (11.213925125035567 - 11.153978520875567) / 2 = 0.0300 s/step, 0.53 % of the step
+    words = describe_staleness(result)
+    assert words.startswith("on-policy; off-policy would gain 0.0300 s/step (0.53 %)")
+    assert "less than its lambda_stale 0.05 penalty" in words
+    report = render_report(problem, result, problem.simulator.simulate(result.plan))
+    assert f"| staleness | {words} |" in report
+    document = json.loads(json.dumps(result.to_json(), allow_nan=False))
+    assert document["policy"]["off_policy"] is False
+
+
+def test_reports_say_what_on_policy_would_cost():
+    problem = flip_problem(0.0)
+    result = exhaustive.solve(problem, SolveOptions(time_limit=60))
+    words = describe_staleness(result)
+    # same placement at staleness 0: +0.0300 s/step, +0.54 % of the off-policy step
+    assert words.startswith("off-policy; on-policy would cost +0.0300 s/step (+0.54 %)")
+
+
+# -- bad input ----------------------------------------------------------------------------
+
+
+def test_a_negative_lambda_stale_gets_one_line_and_exit_2(cli, tmp_path):
+    text = (
+        Path(FLIP)
+        .read_text(encoding="utf-8")
+        .replace("optimizer:\n", "optimizer:\n  lambda_stale: -0.1\n", 1)
+    )
+    path = tmp_path / "bad.yaml"
+    path.write_text(text, encoding="utf-8")
+    code, _, err = cli("solve", path, "--solver", "greedy", "--out", tmp_path / "out")
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "optimizer.lambda_stale" in lines[0]
+
+
+def test_switch_bound_by_hand():
+    """min(B_on, (1 + lambda_stale) B_full): B_full 10 s, B_on 11 s -> min(11, 10.5) = 10.5 s;
+    B_on 10.2 s -> 10.2 s; an infeasible on-policy space bounds nothing (+inf) -> 10.5 s.
+    The flip instance's plan-independent score bound (about 9.45 s) is lower, so it does
+    not replace them."""
+    problem = flip_problem()
+    assert problem.score_bound < 10.2
+
+    def result(bound, status=Status.FEASIBLE, source="cpsat"):
+        return Result(status, "cpsat", bound=bound, bound_source=source)
+
+    full = result(10.0, source="full")
+    assert _switch_bound(problem, full, result(11.0)) == (pytest.approx(10.5), "full")
+    assert _switch_bound(problem, full, result(10.2)) == (pytest.approx(10.2), "cpsat")
+    infeasible = result(None, Status.INFEASIBLE)
+    assert _switch_bound(problem, full, infeasible) == (pytest.approx(10.5), "full")
