@@ -1,7 +1,8 @@
 """Gantt chart of a trace: runs over GPUs (rows) and time (columns).
 
-Colour tells the vertex, hatching the step; dotted and dashed lines mark node
-and rack boundaries on the GPU axis. The legend sits outside the axes and the
+Colour tells the vertex, hatching the step; a run's wake, sleep, onload and
+offload (docs/simulator.md) are drawn lighter beside its compute; dotted and
+dashed lines mark node and rack boundaries on the GPU axis. The legend sits outside the axes and the
 title carries the plan's status and step time. A run is labelled only where its
 label fits inside its rectangle without touching another label.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rlplan.rpeg.evaluation.simulator import Trace
+from rlplan.rpeg.evaluation.simulator import RUN_KINDS, Trace
 from rlplan.rpeg.schema.hardware import Hardware
 
 if TYPE_CHECKING:
@@ -26,6 +27,9 @@ STEP_HATCHES = ("", "///", "\\\\\\", "xxx", "...", "+++", "ooo", "---")
 
 #: Artist ids of the boundary lines (for callers and tests that look for them).
 NODE_BOUNDARY, RACK_BOUNDARY = "node-boundary", "rack-boundary"
+
+#: Opacity of a run's compute and of its wake, sleep, onload and offload parts.
+RUN_ALPHA, SWITCH_ALPHA = 0.85, 0.35
 
 #: Most per-GPU ticks on the GPU axis before ticks move to node or rack starts.
 _MAX_TICKS = 16
@@ -102,11 +106,24 @@ def gantt_figure(
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    runs = [e for e in trace.events if e.kind == "compute" and e.gpus]
+    runs = [e for e in trace.events if e.kind in RUN_KINDS and e.gpus]
     names = sorted({event.vertex for event in runs})
     colour = _vertex_colours(names)
     nodes, racks = _boundaries(hardware)
     handles = _legend_handles(names, colour, sorted({event.step for event in runs}), hardware)
+    switches = sorted({e.kind for e in runs if e.kind != "compute"}, key=RUN_KINDS.index)
+    if switches:
+        from matplotlib.patches import Patch
+
+        handles.append(
+            Patch(
+                facecolor="0.6",
+                alpha=SWITCH_ALPHA,
+                edgecolor="black",
+                linewidth=0.4,
+                label="lighter: " + ", ".join(switches),
+            )
+        )
     height = max(3.5, min(10.0, 1.5 + 0.25 * hardware.num_gpus), 1.2 + 0.26 * len(handles))
     figure = Figure(figsize=(12, height), layout="constrained")
     FigureCanvasAgg(figure)
@@ -184,7 +201,7 @@ def _legend_handles(
 def _draw_runs(
     axes: Axes, runs: list[Event], colour: dict[str, Any]
 ) -> list[tuple[Event, Rectangle]]:
-    """Add one rectangle per run (its GPU span over its time) and return them with their runs."""
+    """Add one rectangle per run part (its GPU span over its time); return the compute ones."""
     from matplotlib.patches import Rectangle
 
     rectangles = []
@@ -197,11 +214,12 @@ def _draw_runs(
             facecolor=colour[event.vertex],
             edgecolor="black",
             linewidth=0.4,
-            alpha=0.85,
+            alpha=RUN_ALPHA if event.kind == "compute" else SWITCH_ALPHA,
             hatch=STEP_HATCHES[event.step % len(STEP_HATCHES)],
         )
         axes.add_patch(rectangle)
-        rectangles.append((event, rectangle))
+        if event.kind == "compute":  # only the compute part is labelled
+            rectangles.append((event, rectangle))
     return rectangles
 
 

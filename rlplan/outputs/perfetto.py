@@ -11,8 +11,12 @@ document the Chrome and Perfetto JSON importers follow): ``{"traceEvents":
 * each GPU is a thread (track) of a process per node, or, on clusters of
   more than ``max_gpu_tracks`` GPUs, each block a thread of one process, so
   the file stays small and readable;
-* transfers (the lags of data and weight edges) are complete events on
-  their own process, one thread per edge (``actor.generate -> critic.infer``);
+* a run's wake, sleep, onload and offload (docs/simulator.md) are complete
+  events of their own on the run's GPUs, named ``<vertex> <kind>`` and of
+  category ``<kind>`` (the compute is category ``run``);
+* transfers (the lags of data and weight edges, category ``transfer``, and
+  refits of a rollout engine, ``refit``) are complete events on their own
+  process, one thread per edge (``actor.generate -> critic.infer``);
 * process and thread names (and sort indices) are metadata events
   (``"ph": "M"``).
 
@@ -31,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlplan.outputs.files import write_json
-from rlplan.rpeg.evaluation.simulator import Event, Trace
+from rlplan.rpeg.evaluation.simulator import EDGE_KINDS, Event, Trace
 from rlplan.rpeg.schema.hardware import Hardware
 
 #: Clusters with more GPUs than this get one track per block instead of per GPU.
@@ -172,8 +176,8 @@ def perfetto_trace(
     """
     builder = _Builder()
     per_gpu = hardware.num_gpus <= max_gpu_tracks
-    runs = [event for event in trace.events if event.kind != "transfer"]
-    transfers = [event for event in trace.events if event.kind == "transfer"]
+    runs = [event for event in trace.events if event.kind not in EDGE_KINDS]
+    transfers = [event for event in trace.events if event.kind in EDGE_KINDS]
     node_pid: dict[int, int] = {}
     if per_gpu:
         for gpu in range(hardware.num_gpus):
@@ -193,12 +197,15 @@ def perfetto_trace(
     for event in sorted(runs, key=lambda e: (e.start, e.end, e.vertex, e.step)):
         start, end = _ns(event.start), _ns(event.end)
         args = _run_args(event)
+        compute = event.kind == "compute"
+        name = event.vertex if compute else f"{event.vertex} {event.kind}"
+        category = "run" if compute else event.kind
         if per_gpu:
             for gpu in event.gpus:
                 pid = node_pid[gpu // hardware.gpus_per_node]
-                builder.complete(pid, gpu, event.vertex, "run", start, end, args)
+                builder.complete(pid, gpu, name, category, start, end, args)
         else:
-            builder.complete(1, tuple(event.gpus), event.vertex, "run", start, end, args)
+            builder.complete(1, tuple(event.gpus), name, category, start, end, args)
     if transfers:
         builder.process(transfer_pid, "transfers")
         edges: dict[tuple[str, str], int] = {}
@@ -217,7 +224,7 @@ def perfetto_trace(
                 "end_s": event.end,
                 "duration_s": event.end - event.start,
             }
-            builder.complete(transfer_pid, edge, name, "transfer", start, end, args)
+            builder.complete(transfer_pid, edge, name, event.kind, start, end, args)
     builder.events.sort(key=lambda item: (item["ts"], item["pid"], item["tid"]))
     return {
         "traceEvents": builder.metadata + builder.events,
