@@ -131,18 +131,19 @@ def test_pinned_optimum_is_never_below_the_unpinned_one(name, pin):
 
 
 def test_pinning_the_rollout_to_tp_1_moves_the_optimum_by_the_rollout_difference():
-    """tiny_grpo_2gpu, ``actor.generate: {tp: 1}``: 19.8249 s -> 28.9607 s over two steps.
+    """tiny_grpo_2gpu, ``actor.generate: {tp: 1}``: 20.1092 s -> 29.5293 s over two steps.
 
     The unpinned optimum (tests/solvers/test_exhaustive.py) runs the rollout
     tp 2 on both GPUs (8.4142 s), then reward.infer, actor.infer beside
-    reference.infer and actor.train tp 2, each step in turn. The pin forces
-    the rollout to dp 2 x tp 1 (12.9821 s: each replica decodes its 8
+    reference.infer and actor.train tp 2, each step in turn, at staleness 1. The
+    pin forces the rollout to dp 2 x tp 1 (12.9821 s: each replica decodes its 8
     sequences from full weights, twice the weight bytes per decode step of a
-    tp 2 shard). The rest of the plan stays: the other vertices gain nothing
-    from the rollout's layout. Staleness moves to 1: actor.train (tp 2)
-    differs from the new rollout layout, so staleness 0 would make the second
-    rollout wait for a reshard; with staleness 1 no rollout of the two steps
-    waits for weights. So the optimum grows by twice the rollout difference.
+    tp 2 shard). Sharing the GPUs, the rollout also wakes and sleeps with twice
+    the shard: 2 x 3_553_886_208 / 25e9 = 0.28431 s a run instead of
+    2 x 1_776_943_104 / 25e9 = 0.14216 s. The rest of the plan stays: the other
+    vertices gain nothing from the rollout's layout, and at staleness 1 no
+    rollout of the two steps waits for weights. So the optimum grows by twice
+    the rollout difference, wake and sleep included.
     """
     name = "tiny_grpo_2gpu.yaml"
     problem = pinned(name, {"actor.generate": {"tp": 1}})
@@ -154,9 +155,10 @@ def test_pinning_the_rollout_to_tp_1_moves_the_optimum_by_the_rollout_difference
     tp2 = directory.candidate(rollout, (1, 1, 2), Strategy(1, 1, 2, 1, concurrency=16))
     assert dp2.time == pytest.approx(12.9821, abs=1e-4)
     assert tp2.time == pytest.approx(8.4142, abs=1e-4)
-    expected = KNOWN_OPTIMA[name] + 2 * (dp2.time - tp2.time)
+    switch = 2 * (2 * 3_553_886_208 / 25e9 - 2 * 1_776_943_104 / 25e9)
+    expected = KNOWN_OPTIMA[name] + 2 * (dp2.time - tp2.time) + switch
     assert result.makespan == pytest.approx(expected, rel=1e-9)
-    assert result.makespan == pytest.approx(28.96067015438727, rel=1e-9)
+    assert result.makespan == pytest.approx(29.529291947667275, rel=1e-9)
     plan = plan_to_json(result.plan, directory)
     assert plan["staleness"] == {"actor": 1}
     assert (plan["vertices"]["actor.generate"]["dp"], plan["vertices"]["actor.generate"]["tp"]) == (
