@@ -154,3 +154,15 @@ def test_a_colocated_plan_pays_wake_sleep_and_refit(small_instance_data, make_in
     assert trace.makespan - 2 * sum(times) == pytest.approx(7.45472e-4, rel=1e-9)
     kinds = [event.kind for event in trace.events if event.vertex == "actor.generate"]
     assert kinds == ["wake", "compute", "sleep", "wake", "compute", "sleep", "refit"]
+
+
+def test_dominance_keeps_a_slower_candidate_that_holds_less_host_memory():
+    """An offloaded candidate may be faster and no larger on the GPU, but it holds host
+    memory: the one without offload stays a candidate (a node's host memory may bind)."""
+    from rlplan.rpeg.model.candidates import Candidate, _non_dominated
+
+    fast = Candidate(0, (1, 1, 1), Strategy(1, 1, 1, 1, offload=True), 1.0, 0.0, 5.0, host=8.0)
+    lean = Candidate(0, (1, 1, 1), Strategy(1, 1, 1, 2), 2.0, 0.0, 5.0, host=0.0)
+    heavier = Candidate(0, (1, 1, 1), Strategy(1, 1, 1, 4, offload=True), 3.0, 0.0, 5.0, host=8.0)
+    kept = _non_dominated([fast, lean, heavier], layout_free=True)
+    assert set(kept) == {fast, lean}  # heavier: slower than fast, same memory and host
