@@ -201,6 +201,36 @@ BAD_V2_INPUT = [
         "must be a positive number, got -1",
     ),
     (
+        lambda data: data["hardware"].update(host_memory_per_node=-1),
+        "hardware.host_memory_per_node",
+        "must be a positive number, got -1",
+    ),
+    (
+        lambda data: data["hardware"].update(host_memory_per_node=2e15),
+        "hardware.host_memory_per_node",
+        "2e+15 is outside the plausible range 1e+06 to 1e+15 (bytes",
+    ),
+    (
+        lambda data: data["hardware"].update(host_to_device_pinned=0),
+        "hardware.host_to_device_pinned",
+        "must be a positive number, got 0",
+    ),
+    (
+        lambda data: data["hardware"].update(device_to_host_pageable=-5e9),
+        "hardware.device_to_host_pageable",
+        "must be a positive number",
+    ),
+    (
+        lambda data: data["engine"].update(offload_memory="locked"),
+        "engine.offload_memory",
+        "must be pinned or pageable, got 'locked'",
+    ),
+    (
+        lambda data: data["engine"].update(sleep_level=3),
+        "engine.sleep_level",
+        "must be 1 or 2, got 3",
+    ),
+    (
         lambda data: data["hardware"].update(decode_step_overhead=-0.001),
         "hardware.decode_step_overhead",
         "must be a non-negative number",

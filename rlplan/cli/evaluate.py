@@ -156,9 +156,19 @@ def print_trace_summary(trace: Trace, problem: Problem) -> None:
     print(f"tokens/s     {trace.generated_tokens_per_s:.1f} generated")
     peak = max(trace.peak_memory_bytes)
     print(f"memory       peak {gigabytes(peak)} of {gigabytes(trace.capacity_bytes)} per GPU")
-    if not trace.feasible:
+    host = max(trace.host_memory_bytes, default=0.0)
+    if host > 0:
+        capacity = gigabytes(trace.host_capacity_bytes)
+        print(f"host memory  peak {gigabytes(host)} of {capacity} per node")
+    if trace.violation_bytes > 0:
         worst = max(range(len(trace.peak_memory_bytes)), key=lambda g: trace.peak_memory_bytes[g])
         print(f"INFEASIBLE: GPU {worst} overflows memory by {gigabytes(trace.violation_bytes)}")
+    for overflow in trace.host_overflows:
+        print(
+            f"INFEASIBLE: node {overflow.node} overflows host memory: needs "
+            f"{gigabytes(overflow.needed)} of {gigabytes(overflow.capacity)} "
+            f"({', '.join(overflow.vertices)})"
+        )
 
 
 def write_plan_outputs(

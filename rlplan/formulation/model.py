@@ -31,6 +31,7 @@ from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.candidates import Candidate, CandidateDirectory
 from rlplan.rpeg.model.plan import Placement, Plan, make_staleness
+from rlplan.rpeg.templates import Kind
 
 #: Largest total rounding error of a schedule, relative to the upper bound.
 REL_ROUNDING = 1e-4
@@ -40,9 +41,11 @@ REL_ROUNDING = 1e-4
 class Assignment:
     """A (vertex, block, candidate) with integer coefficients.
 
-    ``duration`` is in time units (rounded down); ``resident`` and
-    ``transient`` are bytes per GPU rounded up (a model that fits is safe in
-    the simulator).
+    ``duration`` is in time units (rounded down); ``resident``,
+    ``transient`` and ``host`` are bytes per GPU rounded up (a model that fits
+    is safe in the simulator). ``switch`` is what a rollout engine's duration
+    gains when colocated (wake and sleep): the colocated duration rounded down,
+    minus ``duration``, so that a colocated run is floored once.
     """
 
     vertex: int
@@ -51,6 +54,8 @@ class Assignment:
     duration: int
     resident: int
     transient: int
+    host: int = 0
+    switch: int = 0
 
     @property
     def layout(self) -> tuple[int, int, int]:
@@ -82,6 +87,10 @@ class Formulation:
     symmetry_root: int | None = None
     #: Delay (seconds) of every data edge, in ``data_edges`` order (empty: none).
     data_delays: tuple[float, ...] = ()
+    #: Rollout engines (generate vertices): they wake and sleep when colocated.
+    engines: tuple[int, ...] = ()
+    #: Host memory of a node in bytes, rounded down.
+    host_capacity: int = 0
     stats: dict = field(default_factory=dict)
     _elsewhere: dict = field(default_factory=dict, repr=False)
     _covering: dict = field(default_factory=dict, repr=False)
@@ -135,6 +144,30 @@ class Formulation:
             grouped = {b: tuple(indices) for b, indices in grouped.items()}
             self._covering[key] = grouped
         return grouped.get(block, ())
+
+    def overlapping_blocks(self, vertex: int, target: int) -> tuple[int, ...]:
+        """Blocks of ``vertex`` that share a GPU with block ``target`` (cached).
+
+        Blocks are laminar: they share a GPU exactly when one holds the other.
+        """
+        key = ("overlapping", vertex, target)
+        found = self._covering.get(key)
+        if found is None:
+            block = self.blocks[target]
+            found = tuple(b for b in self.blocks_of(vertex) if self.blocks[b].intersects(block))
+            self._covering[key] = found
+        return found
+
+    def refit_lag(self, model: str, target: Assignment, same_layout: bool) -> int:
+        """Lag (units) of a refit of rollout engine ``target`` from a trainer on its own block.
+
+        The CUDA IPC copy, after a reshard when the trainer's layout differs
+        (:meth:`rlplan.rpeg.model.colocation.ColocationCosts.refit_lag`).
+        """
+        colocation = self.problem.directory.cost.colocation
+        strategy = target.candidate.strategy
+        seconds = colocation.refit_lag(model, True, same_layout, target.block.level, strategy)
+        return self.to_units(seconds)
 
     def elsewhere_blocks(self, vertex: int, target: int, level: str) -> tuple[int, ...]:
         """Blocks of ``vertex`` other than ``target`` whose span with it has ``level``."""
@@ -423,18 +456,32 @@ class Formulation:
         chosen = [self.assignment_of(v, p) for v, p in enumerate(plan.placements)]
         starts = [0] * self.num_runs
         names = self.problem.directory.template.names
-        for event in trace.events:
-            if event.kind == "compute":
-                starts[self.run(names.index(event.vertex), event.step)] = self.to_units(event.start)
+        for (vertex, step), (start, _) in trace.run_spans().items():
+            starts[self.run(names.index(vertex), step)] = self.to_units(start)
         return chosen, plan.staleness_map, starts
+
+    def colocated_of(self, chosen: Sequence[int]) -> tuple[bool, ...]:
+        """Per vertex: whether it is a rollout engine sharing a GPU with another vertex."""
+        blocks = [self.assignments[v][a].block for v, a in enumerate(chosen)]
+        flags = [False] * self.num_vertices
+        for engine in self.engines:
+            flags[engine] = any(
+                v != engine and block.intersects(blocks[engine]) for v, block in enumerate(blocks)
+            )
+        return tuple(flags)
+
+    def durations(self, chosen: Sequence[int]) -> list[int]:
+        """Duration (units) of every vertex's runs, with wake and sleep of a colocated engine."""
+        colocated = self.colocated_of(chosen)
+        return [
+            self.assignments[v][a].duration + (self.assignments[v][a].switch if colocated[v] else 0)
+            for v, a in enumerate(chosen)
+        ]
 
     def run_ends(self, chosen: list[int], starts: list[int]) -> list[int]:
         """End (units) of every run, given assignment indices and run starts (units)."""
-        vertices = self.num_vertices
-        return [
-            start + self.assignments[run % vertices][chosen[run % vertices]].duration
-            for run, start in enumerate(starts)
-        ]
+        durations = self.durations(chosen)
+        return [start + durations[run % self.num_vertices] for run, start in enumerate(starts)]
 
     def rounding_tolerance(self) -> float:
         """Largest difference (s) between a model schedule and its simulation."""
@@ -458,6 +505,9 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
     unit = upper_bound * REL_ROUNDING / (2 * runs + 2)
     assignments: list[list[Assignment]] = []
     root = symmetry_root(directory)
+    engines = tuple(
+        v for v, vertex in enumerate(directory.template.vertices) if vertex.kind is Kind.GENERATE
+    )
     for vertex, per_shape in enumerate(directory.options):
         items = []
         for shape, candidates in per_shape.items():
@@ -465,15 +515,20 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
             blocks = directory.blocks(vertex, shape)
             if vertex == root:
                 blocks = tuple(block for block in blocks if block.start == 0)
-            for block, candidate in itertools.product(blocks, candidates):
+            units = [_duration_units(problem, vertex in engines, c, unit) for c in candidates]
+            for block, (candidate, (duration, switch)) in itertools.product(
+                blocks, zip(candidates, units, strict=True)
+            ):
                 items.append(
                     Assignment(
                         vertex,
                         block,
                         candidate,
-                        math.floor(candidate.time / unit + 1e-9),
+                        duration,
                         math.ceil(candidate.resident),
                         math.ceil(candidate.transient),
+                        math.ceil(candidate.host),
+                        switch,
                     )
                 )
         assignments.append(items)
@@ -508,6 +563,8 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
         upper_bound=upper_bound,
         symmetry_root=root,
         data_delays=template.data_delays,
+        engines=engines,
+        host_capacity=math.floor(instance.hardware.host_memory_per_node),
     )
     formulation.stats = {
         "assignments": sum(len(items) for items in assignments),
@@ -515,6 +572,21 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
         "symmetry_breaking": root is not None,
     }
     return formulation
+
+
+def _duration_units(
+    problem: Problem, engine: bool, candidate: Candidate, unit: float
+) -> tuple[int, int]:
+    """(duration, switch) of a candidate in units, both rounded down.
+
+    A rollout engine's colocated duration (its time plus wake and sleep) is
+    rounded down as one number: ``switch`` is what it adds to ``duration``.
+    """
+    duration = math.floor(candidate.time / unit + 1e-9)
+    if not engine:
+        return duration, 0
+    wake, sleep = problem.simulator.switch(candidate.vertex, candidate.strategy)
+    return duration, math.floor((candidate.time + wake + sleep) / unit + 1e-9) - duration
 
 
 def symmetry_root(directory: CandidateDirectory) -> int | None:

@@ -15,6 +15,12 @@ Conditions
     a vertex takes one of the given assignments;
 :class:`StalenessIs`
     a trained model's staleness takes the given value.
+
+Colocation (docs/formulation.md#colocation) adds a 0/1 ``colocated[g]`` per
+rollout engine g, forced to 1 by :func:`colocation_rows`; the engine's
+duration gains ``colocation[g]`` >= the wake and sleep of its assignment
+(:func:`switch_terms`); :func:`refit_rows` holds the refit lags of engines
+on their trainer's block, :func:`host_memory_rows` each node's host memory.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from rlplan.formulation.model import Formulation
+from rlplan.rpeg.evaluation.host_memory import gpus_on_node, nodes_of
 from rlplan.rpeg.schema.hardware import LEVELS
 
 
@@ -99,6 +106,58 @@ class MemoryRow:
         return tuple(dict.fromkeys(terms.model for terms in self.vertices))
 
 
+@dataclass(frozen=True)
+class ColocatedRow:
+    """``colocated[engine] = 1`` whenever every condition holds.
+
+    The conditions put the engine on a block and another vertex on a block
+    sharing a GPU with it. Nothing forces ``colocated`` to 0: it only adds
+    time and host memory, so a solution keeps it at 0 where it may.
+    """
+
+    engine: int
+    conditions: tuple[Condition, ...]
+
+
+@dataclass(frozen=True)
+class SwitchTerms:
+    """``colocation[engine] >= units`` whenever the engine takes ``index`` and is colocated.
+
+    ``terms`` holds the ``(index, units)`` pairs with positive units
+    (:attr:`rlplan.formulation.model.Assignment.switch`).
+    """
+
+    engine: int
+    terms: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class HostTerms:
+    """One vertex's host bytes on a node, ``(index, bytes)`` per assignment holding some.
+
+    An ``engine``'s bytes (a sleeping rollout's weights) count only when it is
+    colocated and add apart from its model's.
+    """
+
+    vertex: int
+    model: str
+    engine: bool
+    terms: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class HostRow:
+    """One node: Σ over models of the largest host bytes + the engines' ≤ host capacity."""
+
+    node: int
+    vertices: tuple[HostTerms, ...]
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """Models with a (non-engine) vertex holding host bytes on the node, first seen first."""
+        return tuple(dict.fromkeys(t.model for t in self.vertices if not t.engine))
+
+
 def chain_rows(f: Formulation) -> Iterator[LagRow]:
     """The runs of one vertex go step after step."""
     for step in range(1, f.k_eval):
@@ -160,10 +219,110 @@ def pub_rows(f: Formulation) -> Iterator[LagRow]:
                         lag = f.pub_lag_at(model, level, target)
                         if blocks and lag > 0:
                             yield LagRow(before, after, lag, (*chosen, user, OnBlocks(src, blocks)))
+                    if dst in f.engines:
+                        continue  # a refit on the engine's own block: refit_rows
                     others = f.other_layout_assignments(src, block, target.layout)
                     lag = f.reshard_lag(model, target)
                     if others and lag > 0:
                         yield LagRow(before, after, lag, (*chosen, user, Chooses(src, others)))
+
+
+def refit_rows(f: Formulation) -> Iterator[LagRow]:
+    """Refits of a rollout engine from its trainer on the engine's own block.
+
+    Per pub edge into an engine, staleness value and step, per engine
+    assignment: the CUDA IPC copy when the trainer sits on the same block in
+    the engine's layout, and the reshard plus the copy when it sits there in
+    another layout. Refits from another block are pub lag rows.
+    """
+    for src, dst, model, key in f.pub_edges:
+        if dst not in f.engines:
+            continue
+        for sigma in f.staleness_options(key):
+            chosen: tuple[Condition, ...] = () if key is None else (StalenessIs(key, sigma),)
+            for step in range(f.k_eval):
+                source_step = f.pub_source_step(step, sigma)
+                if source_step < 0:
+                    continue
+                before, after = f.run(src, source_step), f.run(dst, step)
+                for index, target in enumerate(f.assignments[dst]):
+                    block = f.block_index[target.block]
+                    user = Chooses(dst, (index,))
+                    others = f.other_layout_assignments(src, block, target.layout)
+                    same = tuple(i for i in f.assignments_on(src, block) if i not in others)
+                    lag = f.refit_lag(model, target, True)
+                    if same and lag > 0:
+                        yield LagRow(before, after, lag, (*chosen, user, Chooses(src, same)))
+                    lag = f.refit_lag(model, target, False)
+                    if others and lag > 0:
+                        yield LagRow(before, after, lag, (*chosen, user, Chooses(src, others)))
+
+
+def colocation_rows(f: Formulation) -> Iterator[ColocatedRow]:
+    """Per engine, engine block and other vertex: the engine is colocated when the
+    vertex sits on a block sharing a GPU with the engine's."""
+    for engine in f.engines:
+        for block in f.blocks_of(engine):
+            for vertex in range(f.num_vertices):
+                if vertex == engine:
+                    continue
+                overlapping = f.overlapping_blocks(vertex, block)
+                if overlapping:
+                    yield ColocatedRow(
+                        engine, (OnBlocks(engine, (block,)), OnBlocks(vertex, overlapping))
+                    )
+
+
+def switch_terms(f: Formulation) -> list[SwitchTerms]:
+    """Per engine, the wake and sleep units of each assignment that has some."""
+    return [
+        SwitchTerms(
+            engine,
+            tuple((i, a.switch) for i, a in enumerate(f.assignments[engine]) if a.switch > 0),
+        )
+        for engine in f.engines
+    ]
+
+
+def host_memory_rows(f: Formulation) -> Iterator[HostRow]:
+    """One row per node where some plan may hold more host bytes than the node has.
+
+    A node whose largest possible load (Σ over models of their vertices'
+    largest terms, plus every engine's largest term) fits is left out, and
+    so is a node whose terms equal another's (the row would be the same).
+    """
+    gpus_per_node = f.problem.directory.cluster.gpus_per_node
+    template = f.problem.directory.template
+    per_node: dict[int, list[HostTerms]] = {}
+    for vertex, items in enumerate(f.assignments):
+        on_node: dict[int, list[tuple[int, int]]] = {}
+        for index, a in enumerate(items):
+            if a.host <= 0:
+                continue
+            for node in nodes_of(a.block, gpus_per_node):
+                held = a.host * gpus_on_node(a.block, node, gpus_per_node)
+                on_node.setdefault(node, []).append((index, held))
+        model = template.vertices[vertex].model
+        for node, terms in on_node.items():
+            per_node.setdefault(node, []).append(
+                HostTerms(vertex, model, vertex in f.engines, tuple(terms))
+            )
+    seen = set()
+    for node in sorted(per_node):
+        vertices = tuple(per_node[node])
+        largest: dict[str, int] = {}
+        engines = 0
+        for terms in vertices:
+            top = max(size for _, size in terms.terms)
+            if terms.engine:
+                engines += top
+            else:
+                largest[terms.model] = max(largest.get(terms.model, 0), top)
+        signature = tuple((t.vertex, t.terms) for t in vertices)
+        if sum(largest.values()) + engines <= f.host_capacity or signature in seen:
+            continue
+        seen.add(signature)
+        yield HostRow(node, vertices)
 
 
 def memory_rows(f: Formulation) -> Iterator[MemoryRow]:

@@ -35,11 +35,11 @@ def active_lags(
 ) -> dict[tuple[int, int], int]:
     """The lag (units) of every precedence ``(before, after)`` switched on for this choice.
 
-    The largest lag of the chain, data and pub rows whose conditions all
-    hold: what the formulation charges between the two runs.
+    The largest lag of the chain, data, pub and refit rows whose conditions
+    all hold: what the formulation charges between the two runs.
     """
     lags: dict[tuple[int, int], int] = {}
-    for family in (rows.chain_rows, rows.data_rows, rows.pub_rows):
+    for family in (rows.chain_rows, rows.data_rows, rows.pub_rows, rows.refit_rows):
         for row in family(f):
             if all(_holds(f, condition, chosen, staleness) for condition in row.conditions):
                 key = (row.before, row.after)
@@ -79,7 +79,8 @@ def earliest_ends(
         (f.assignments[v][a].block.start, f.assignments[v][a].block.end)
         for v, a in enumerate(chosen)
     ]
-    durations = [f.assignments[v][a].duration for v, a in enumerate(chosen)]
+    # With wake and sleep of a colocated engine: the least the rows allow.
+    durations = f.durations(chosen)
     free = [0] * f.problem.directory.cluster.num_gpus
     ends = [0] * f.num_runs
     for run in f.decoded_order(starts):

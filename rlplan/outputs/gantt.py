@@ -1,7 +1,8 @@
 """Gantt chart of a trace: runs over GPUs (rows) and time (columns).
 
-Colour tells the vertex, hatching the step; dotted and dashed lines mark node
-and rack boundaries on the GPU axis. The legend sits outside the axes and the
+Colour tells the vertex, hatching the step; a run's wake, sleep, onload and
+offload (docs/simulator.md) are drawn lighter beside its compute; dotted and
+dashed lines mark node and rack boundaries on the GPU axis. The legend sits outside the axes and the
 title carries the plan's status and step time. A run is labelled only where its
 label fits inside its rectangle without touching another label. CPU stages
 (a rule reward, ``reward.rule``) are drawn on a row of their own, ``CPU``,
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rlplan.rpeg.evaluation.simulator import Trace
+from rlplan.rpeg.evaluation.simulator import RUN_KINDS, Trace
 from rlplan.rpeg.schema.hardware import Hardware
 
 if TYPE_CHECKING:
@@ -30,6 +31,9 @@ STEP_HATCHES = ("", "///", "\\\\\\", "xxx", "...", "+++", "ooo", "---")
 NODE_BOUNDARY, RACK_BOUNDARY = "node-boundary", "rack-boundary"
 #: Artist id of the line above the CPU row, and the row's tick label.
 CPU_ROW, CPU_LABEL = "cpu-row", "CPU"
+
+#: Opacity of a run's compute and of its wake, sleep, onload and offload parts.
+RUN_ALPHA, SWITCH_ALPHA = 0.85, 0.35
 
 #: Most per-GPU ticks on the GPU axis before ticks move to node or rack starts.
 _MAX_TICKS = 16
@@ -113,12 +117,27 @@ def gantt_figure(
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    runs = [e for e in trace.events if (e.kind == "compute" and e.gpus) or e.kind == "cpu"]
+    runs = [e for e in trace.events if (e.kind in RUN_KINDS and e.gpus) or e.kind == "cpu"]
     cpu_row = any(event.kind == "cpu" for event in runs)
     names = sorted({event.vertex for event in runs})
     colour = _vertex_colours(names)
     nodes, racks = _boundaries(hardware)
     handles = _legend_handles(names, colour, sorted({event.step for event in runs}), hardware)
+    switches = sorted(
+        {e.kind for e in runs if e.kind not in ("compute", "cpu")}, key=RUN_KINDS.index
+    )
+    if switches:
+        from matplotlib.patches import Patch
+
+        handles.append(
+            Patch(
+                facecolor="0.6",
+                alpha=SWITCH_ALPHA,
+                edgecolor="black",
+                linewidth=0.4,
+                label="lighter: " + ", ".join(switches),
+            )
+        )
     height = max(3.5, min(10.0, 1.5 + 0.25 * hardware.num_gpus), 1.2 + 0.26 * len(handles))
     figure = Figure(figsize=(12, height), layout="constrained")
     FigureCanvasAgg(figure)
@@ -198,7 +217,10 @@ def _legend_handles(
 def _draw_runs(
     axes: Axes, runs: list[Event], colour: dict[str, Any], num_gpus: int
 ) -> list[tuple[Event, Rectangle]]:
-    """Add one rectangle per run (its GPU span, or the CPU row, over its time) and return them."""
+    """Add one rectangle per run part (its GPU span, or the CPU row, over its time).
+
+    Returns the compute parts and CPU stages, the ones that are labelled.
+    """
     from matplotlib.patches import Rectangle
 
     rectangles = []
@@ -211,11 +233,12 @@ def _draw_runs(
             facecolor=colour[event.vertex],
             edgecolor="black",
             linewidth=0.4,
-            alpha=0.85,
+            alpha=RUN_ALPHA if event.kind in ("compute", "cpu") else SWITCH_ALPHA,
             hatch=STEP_HATCHES[event.step % len(STEP_HATCHES)],
         )
         axes.add_patch(rectangle)
-        rectangles.append((event, rectangle))
+        if event.kind in ("compute", "cpu"):  # switch parts are not labelled
+            rectangles.append((event, rectangle))
     return rectangles
 
 

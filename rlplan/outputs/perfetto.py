@@ -11,8 +11,12 @@ document the Chrome and Perfetto JSON importers follow): ``{"traceEvents":
 * each GPU is a thread (track) of a process per node, or, on clusters of
   more than ``max_gpu_tracks`` GPUs, each block a thread of one process, so
   the file stays small and readable;
-* transfers (the lags of data and weight edges) are complete events on
-  their own process, one thread per edge (``actor.generate -> critic.infer``);
+* a run's wake, sleep, onload and offload (docs/simulator.md) are complete
+  events of their own on the run's GPUs, named ``<vertex> <kind>`` and of
+  category ``<kind>`` (the compute is category ``run``);
+* transfers (the lags of data and weight edges, category ``transfer``, and
+  refits of a rollout engine, ``refit``) are complete events on their own
+  process, one thread per edge (``actor.generate -> critic.infer``);
 * CPU stages (a rule reward, ``reward.rule``) are complete events on a
   ``CPU`` process, one thread per stage;
 * process and thread names (and sort indices) are metadata events
@@ -33,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlplan.outputs.files import write_json
-from rlplan.rpeg.evaluation.simulator import Event, Trace
+from rlplan.rpeg.evaluation.simulator import EDGE_KINDS, Event, Trace
 from rlplan.rpeg.schema.hardware import Hardware
 
 #: Clusters with more GPUs than this get one track per block instead of per GPU.
@@ -174,8 +178,8 @@ def perfetto_trace(
     """
     builder = _Builder()
     per_gpu = hardware.num_gpus <= max_gpu_tracks
-    runs = [event for event in trace.events if event.kind == "compute"]
-    transfers = [event for event in trace.events if event.kind == "transfer"]
+    runs = [event for event in trace.events if event.kind not in (*EDGE_KINDS, "cpu")]
+    transfers = [event for event in trace.events if event.kind in EDGE_KINDS]
     stages = [event for event in trace.events if event.kind == "cpu"]
     node_pid: dict[int, int] = {}
     if per_gpu:
@@ -196,12 +200,15 @@ def perfetto_trace(
     for event in sorted(runs, key=lambda e: (e.start, e.end, e.vertex, e.step)):
         start, end = _ns(event.start), _ns(event.end)
         args = _run_args(event)
+        compute = event.kind == "compute"
+        name = event.vertex if compute else f"{event.vertex} {event.kind}"
+        category = "run" if compute else event.kind
         if per_gpu:
             for gpu in event.gpus:
                 pid = node_pid[gpu // hardware.gpus_per_node]
-                builder.complete(pid, gpu, event.vertex, "run", start, end, args)
+                builder.complete(pid, gpu, name, category, start, end, args)
         else:
-            builder.complete(1, tuple(event.gpus), event.vertex, "run", start, end, args)
+            builder.complete(1, tuple(event.gpus), name, category, start, end, args)
     if transfers:
         builder.process(transfer_pid, "transfers")
         edges: dict[tuple[str, str], int] = {}
@@ -220,7 +227,7 @@ def perfetto_trace(
                 "end_s": event.end,
                 "duration_s": event.end - event.start,
             }
-            builder.complete(transfer_pid, edge, name, "transfer", start, end, args)
+            builder.complete(transfer_pid, edge, name, event.kind, start, end, args)
     if stages:
         _cpu_stages(builder, stages, transfer_pid + 1)
     builder.events.sort(key=lambda item: (item["ts"], item["pid"], item["tid"]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlplan.outputs.html_page import HtmlReport
+from rlplan.outputs.report_md import colocation_seconds
 from rlplan.outputs.vocabulary import reward_rule_view
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
@@ -125,10 +126,29 @@ def render_html_report(
         report.heading("Memory per GPU")
         report.paragraph(f"Usable capacity {trace.capacity_bytes / 1e9:.2f} GB per GPU.")
         report.table(("GPUs", "peak"), [list(g) for g in memory_groups(trace.peak_memory_bytes)])
+        _colocation(report, trace)
     if gantt_png is not None:
         report.heading("Gantt chart")
         report.figure(gantt_png, "Runs over GPUs and time (colour: vertex; hatching: step).")
     return report.render()
+
+
+def _colocation(report: HtmlReport, trace: Trace) -> None:
+    """The "Colocation" section: per-step seconds of each switch and the host memory peak."""
+    switches = colocation_seconds(trace)
+    host = max(trace.host_memory_bytes, default=0.0)
+    if not switches and host <= 0:
+        return
+    report.heading("Colocation")
+    if switches:
+        report.table(
+            ("vertex", "event", "seconds per step"),
+            [[vertex, kind, f"{seconds:.4f} s"] for vertex, kind, seconds in switches],
+        )
+    report.paragraph(
+        f"Host memory: peak {host / 1e9:.2f} GB of {trace.host_capacity_bytes / 1e9:.2f} GB "
+        "per node (offloaded states and sleeping engines)."
+    )
 
 
 def _seconds(value: float | None) -> str:

@@ -39,6 +39,27 @@ def summary_line(problem: Problem, result: Result) -> str:
     return f"# {instance.name} — {result.status.value}: {', '.join(parts)} ({result.solver})"
 
 
+#: Trace event kinds a colocated plan pays between and around its computes.
+COLOCATION_KINDS = ("wake", "sleep", "onload", "offload", "refit")
+
+
+def colocation_seconds(trace: Trace) -> list[tuple[str, str, float]]:
+    """(vertex, kind, seconds per step) of the wake, sleep, onload, offload and refit events.
+
+    In template order of first appearance, then in the order of
+    :data:`COLOCATION_KINDS`; empty when the plan pays none of them.
+    """
+    totals: dict[tuple[str, str], float] = {}
+    for event in trace.events:
+        if event.kind in COLOCATION_KINDS:
+            key = (event.vertex, event.kind)
+            totals[key] = totals.get(key, 0.0) + event.end - event.start
+    order = {kind: index for index, kind in enumerate(COLOCATION_KINDS)}
+    vertices = list(dict.fromkeys(event.vertex for event in trace.events))
+    keys = sorted(totals, key=lambda key: (vertices.index(key[0]), order[key[1]]))
+    return [(vertex, kind, totals[(vertex, kind)] / trace.k_eval) for vertex, kind in keys]
+
+
 def memory_rows(peaks: tuple[float, ...] | list[float]) -> list[str]:
     """Rows of the per-GPU memory table, consecutive GPUs with the same shown peak merged.
 
@@ -160,4 +181,23 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
         "|---|---|",
         *memory_rows(trace.peak_memory_bytes),
     ]
+    lines += colocation_markdown(trace)
     return "\n".join(lines) + "\n"
+
+
+def colocation_markdown(trace: Trace) -> list[str]:
+    """The "Colocation" section: per-step seconds of each switch and the host memory peak."""
+    switches = colocation_seconds(trace)
+    host = max(trace.host_memory_bytes, default=0.0)
+    if not switches and host <= 0:
+        return []
+    lines = ["", "## Colocation", ""]
+    if switches:
+        lines += ["| vertex | event | seconds per step |", "|---|---|---|"]
+        lines += [f"| {vertex} | {kind} | {seconds:.4f} s |" for vertex, kind, seconds in switches]
+        lines.append("")
+    lines.append(
+        f"Host memory: peak {host / 1e9:.2f} GB of {trace.host_capacity_bytes / 1e9:.2f} GB "
+        "per node (offloaded states and sleeping engines)."
+    )
+    return lines

@@ -249,9 +249,8 @@ def _concurrent(problem: Problem, plan: Plan, trace: Trace) -> list[dict[str, An
     position = {name: index for index, name in enumerate(names)}
     blocks = [placement.block for placement in plan.placements]
     runs: dict[int, list[tuple[float, float]]] = {}
-    for event in trace.events:
-        if event.kind == "compute":
-            runs.setdefault(position[event.vertex], []).append((event.start, event.end))
+    for (vertex, _), span in trace.run_spans().items():
+        runs.setdefault(position[vertex], []).append(span)
     tolerance = 1e-12 * max(trace.makespan, 1.0)
     pairs = []
     for first in range(len(names)):

@@ -202,9 +202,7 @@ def _simulated_result(
             makespan=trace.makespan,
             bound=bound,
             wall_time=time.perf_counter() - started,
-            message=(
-                f"the plan overflows memory by {trace.violation_bytes / 1e9:.3f} GB in simulation"
-            ),
+            message=f"the plan {trace.overflow_words(3)} in simulation",
             requested_gap=requested_gap,
             score_factor=factor,
             **shared,

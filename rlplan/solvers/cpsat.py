@@ -14,7 +14,10 @@ Constraint families (the same names as in ``rlplan.solvers.milp``):
 ``_select_one_candidate``, ``_gpu_exclusivity`` (NoOverlap2D over time x GPU
 range), ``_precedence`` (data and chain edges with exact pairwise lags),
 ``_staleness`` (pub edges switched on by the staleness Booleans, with their
-exact lags), ``_memory_capacity`` (per-GPU static residency rule, linear),
+exact lags), ``_engine_colocation`` (a rollout engine sharing a GPU wakes and
+sleeps), ``_refit`` (CUDA IPC refits on the engine's block),
+``_memory_capacity`` (per-GPU static residency rule, linear),
+``_host_memory`` (per-node host memory),
 ``_objective`` (makespan of ``k_eval`` steps), ``_gpu_load`` (redundant:
 the makespan covers each GPU unit's total run time) and ``_gpu_area``
 (redundant: all runs' GPU-seconds fit in the cluster's).
@@ -58,7 +61,8 @@ class CpSatVariables:
     ``staleness_is[m,s]`` per trained model and value, ``duration[v]``,
     ``gpu_first[v]`` / ``gpu_count[v]`` / ``gpu_end[v]`` and the interval
     ``gpus[v]`` of each vertex's GPU range, ``run_start[r]`` / ``run_end[r]``
-    and the interval ``run[r]`` of each run, and ``makespan``.
+    and the interval ``run[r]`` of each run, ``colocated[g]`` and
+    ``colocation[g]`` of each rollout engine, and ``makespan``.
     """
 
     def __init__(
@@ -93,6 +97,17 @@ class CpSatVariables:
             m: {value: model.new_bool_var(f"staleness_is[{m},{value}]") for value in choices}
             for m, choices in f.staleness_choices.items()
         }
+        # Colocation of each rollout engine and what it adds to its duration
+        # (rows in CpSatModel._engine_colocation).
+        self.colocated = {
+            engine: model.new_bool_var(f"colocated[{engine}]") for engine in f.engines
+        }
+        self.colocation = {
+            engine: model.new_int_var(
+                0, max(a.switch for a in f.assignments[engine]), f"colocation[{engine}]"
+            )
+            for engine in f.engines
+        }
         self.duration = []
         self.gpu_first = []
         self.gpu_count = []
@@ -101,13 +116,14 @@ class CpSatVariables:
             tick()
             low = min(a.duration for a in items)
             high = max(a.duration for a in items)
+            extra = self.colocation.get(vertex)
+            if extra is not None:
+                high += max(a.switch for a in items)
             duration = model.new_int_var(low, high, f"duration[{vertex}]")
-            model.add(
-                duration
-                == cp_model.LinearExpr.weighted_sum(
-                    self.choose[vertex], [a.duration for a in items]
-                )
+            chosen = cp_model.LinearExpr.weighted_sum(
+                self.choose[vertex], [a.duration for a in items]
             )
+            model.add(duration == (chosen if extra is None else chosen + extra))
             first = model.new_int_var(0, num_gpus, f"gpu_first[{vertex}]")
             count = model.new_int_var(1, num_gpus, f"gpu_count[{vertex}]")
             model.add(
@@ -151,6 +167,11 @@ class CpSatVariables:
         for m, literals in self.staleness.items():
             for value, literal in literals.items():
                 model.add_hint(literal, value == staleness[m])
+        colocated = f.colocated_of(chosen)
+        for engine, literal in self.colocated.items():
+            model.add_hint(literal, colocated[engine])
+            switch = f.assignments[engine][chosen[engine]].switch
+            model.add_hint(self.colocation[engine], switch if colocated[engine] else 0)
         ends = f.run_ends(chosen, starts)
         for run, start in enumerate(starts):
             model.add_hint(self.run_start[run], start)
@@ -199,7 +220,10 @@ class CpSatModel:
             self._gpu_exclusivity,
             self._precedence,
             self._staleness,
+            self._engine_colocation,
+            self._refit,
             self._memory_capacity,
+            self._host_memory,
             self._objective,
             self._gpu_load,
             self._gpu_area,
@@ -281,6 +305,66 @@ class CpSatModel:
         for row in rows.pub_rows(self.formulation):
             self._tick()
             self._lag_row(row)
+
+    def _engine_colocation(self) -> None:
+        """A rollout engine sharing a GPU is colocated, and then pays its wake and sleep.
+
+        ``colocated[g]`` is enforced true by an engine block and another
+        vertex on an overlapping block; ``colocation[g] >= switch`` by the
+        chosen assignment and ``colocated[g]``.
+        """
+        v, model = self.vars, self.model
+        for row in rows.colocation_rows(self.formulation):
+            self._tick()
+            model.add_bool_or([v.colocated[row.engine]]).only_enforce_if(
+                [self._literal(c) for c in row.conditions]
+            )
+        for terms in rows.switch_terms(self.formulation):
+            for index, units in terms.terms:
+                self._tick()
+                model.add(v.colocation[terms.engine] >= units).only_enforce_if(
+                    [v.choose[terms.engine][index], v.colocated[terms.engine]]
+                )
+
+    def _refit(self) -> None:
+        """Refits of a rollout engine from its trainer on its own block (CUDA IPC)."""
+        for row in rows.refit_rows(self.formulation):
+            self._tick()
+            self._lag_row(row)
+
+    def _host_memory(self) -> None:
+        """Per node: Σ over models of the largest host bytes + sleeping engines ≤ capacity.
+
+        ``host[m,node] >= Σ bytes·choose`` per vertex of m holding host bytes
+        there; ``engine_host[g,node] >= bytes`` enforced by ``choose[g,a]`` and
+        ``colocated[g]``.
+        """
+        f, v, model = self.formulation, self.vars, self.model
+        capacity = f.host_capacity
+        for row in rows.host_memory_rows(f):
+            self._check()
+            held = {
+                name: model.new_int_var(0, capacity, f"host[{name},{row.node}]")
+                for name in row.models
+            }
+            total = sum(held.values())
+            for terms in row.vertices:
+                literals = [v.choose[terms.vertex][i] for i, _ in terms.terms]
+                if terms.engine:
+                    engine = model.new_int_var(
+                        0, capacity, f"engine_host[{terms.vertex},{row.node}]"
+                    )
+                    for (_, size), literal in zip(terms.terms, literals, strict=True):
+                        model.add(engine >= size).only_enforce_if(
+                            [literal, v.colocated[terms.vertex]]
+                        )
+                    total = total + engine
+                    continue
+                model.add(
+                    held[terms.model]
+                    >= cp_model.LinearExpr.weighted_sum(literals, [b for _, b in terms.terms])
+                )
+            model.add(total <= capacity)
 
     def _memory_capacity(self) -> None:
         """Per GPU: Σ over models of the largest resident + the largest transient ≤ capacity."""

@@ -56,8 +56,8 @@ class _OrderSearch:
         simulator = problem.simulator
         self.count = simulator.num_vertices
         self.runs = simulator.num_runs
-        candidates = simulator.candidates(plan)
-        self.duration = [candidates[r % self.count].time for r in range(self.runs)]
+        durations = simulator.durations(plan)  # with a colocated engine's wake and sleep
+        self.duration = [durations[r % self.count] for r in range(self.runs)]
         lags = simulator.lags(plan)
         preds, succs, _ = simulator.graph(plan.staleness)
         self.preds = [

@@ -9,6 +9,7 @@ condition attached to the wrong block, makes these tests fail.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -68,19 +69,23 @@ def test_lag_rows_hold_and_bind_on_simulated_schedules(path: Path) -> None:
         trace = problem.simulator.simulate(plan)
         names = problem.directory.template.names
         start, end = {}, {}
-        for event in trace.events:
-            if event.kind == "compute":
-                run = f.run(names.index(event.vertex), event.step)
-                start[run], end[run] = event.start, event.end
+        for (vertex, step), span in trace.run_spans().items():
+            run = f.run(names.index(vertex), step)
+            start[run], end[run] = span
         transfers = {
             (
                 f.run(names.index(event.vertex), event.step),
                 f.run(names.index(event.source[0]), event.source[1]),
             ): event.end - event.start
             for event in trace.events
-            if event.kind == "transfer"
+            if event.kind in ("transfer", "refit")
         }
-        all_rows = [*rows.chain_rows(f), *rows.data_rows(f), *rows.pub_rows(f)]
+        all_rows = [
+            *rows.chain_rows(f),
+            *rows.data_rows(f),
+            *rows.pub_rows(f),
+            *rows.refit_rows(f),
+        ]
         for row in all_rows:
             if not all(_holds(c, f, plan, chosen) for c in row.conditions):
                 continue
@@ -111,6 +116,78 @@ def test_memory_rows_hold_on_memory_feasible_plans(path: Path) -> None:
                         resident[terms.model] = max(resident.get(terms.model, 0), r)
                         transient = max(transient, t)
             assert sum(resident.values()) + transient <= f.memory_capacity, (plan, row.unit)
+
+
+@pytest.mark.parametrize("path", INSTANCES, ids=lambda p: p.stem)
+def test_colocation_rows_force_exactly_the_colocated_engines(path: Path) -> None:
+    """A colocation row's conditions hold only when the engine truly shares a GPU, and
+    every colocated engine has such a row; the switch term then prices the simulator's
+    wake and sleep, the run's duration rounded down once."""
+    problem = Problem.from_instance(load_instance(str(path)))
+    colocated_seen = 0
+    for plan in _feasible_plans(problem):
+        f = build_formulation(problem, problem.simulator.evaluate(plan).makespan)
+        plan = f.canonical(plan)
+        chosen = [f.assignment_of(v, p) for v, p in enumerate(plan.placements)]
+        truth = problem.simulator.colocated(plan)
+        assert f.colocated_of(chosen) == truth
+        forced = {
+            row.engine
+            for row in rows.colocation_rows(f)
+            if all(_holds(c, f, plan, chosen) for c in row.conditions)
+        }
+        assert forced == {v for v in f.engines if truth[v]}, plan
+        durations = problem.simulator.durations(plan)
+        for engine in f.engines:
+            colocated_seen += truth[engine]
+            assert f.durations(chosen)[engine] == f.to_units(durations[engine]), plan
+    assert colocated_seen > 0
+
+
+#: The lag instance is left out: every plan fitting its GPUs colocates the rollout
+#: with reward.infer and holds the same host bytes, so one outcome only.
+HOST_INSTANCES = [path for path in INSTANCES if path.stem != "tiny_lag_grpo_2gpu_async"]
+
+
+@pytest.mark.parametrize("path", HOST_INSTANCES, ids=lambda p: p.stem)
+def test_host_memory_rows_agree_with_the_simulator(path: Path) -> None:
+    """On plans that fit the GPUs, the host rows all fit exactly when the simulator finds
+    every node's host memory within capacity, and each row's value at the plan's choice
+    is the simulator's host bytes of that node (rounded up per term)."""
+    problem = Problem.from_instance(load_instance(str(path)))
+    # A host memory small enough for offloaded states and sleeping engines to matter.
+    instance = problem.instance
+    hardware = dataclasses.replace(instance.hardware, host_memory_per_node=1.3e9)
+    problem = Problem.from_instance(dataclasses.replace(instance, hardware=hardware))
+    simulator = problem.simulator
+    rng = random.Random(11)
+    outcomes = set()
+    for _ in range(PLANS_PER_INSTANCE * 4):
+        plan = random_plan(problem.directory, rng)
+        if simulator.gpu_violation(plan) > 0:
+            continue
+        f = build_formulation(problem, simulator.evaluate(plan).makespan)
+        plan = f.canonical(plan)
+        chosen = [f.assignment_of(v, p) for v, p in enumerate(plan.placements)]
+        colocated = f.colocated_of(chosen)
+        trace = simulator.simulate(plan)
+        fits = True
+        for row in rows.host_memory_rows(f):
+            held: dict[str, int] = {}
+            engines = 0
+            for terms in row.vertices:
+                size = dict(terms.terms).get(chosen[terms.vertex], 0)
+                if terms.engine:
+                    engines += size if colocated[terms.vertex] else 0
+                else:
+                    held[terms.model] = max(held.get(terms.model, 0), size)
+            total = sum(held.values()) + engines
+            fits = fits and total <= f.host_capacity
+            assert total == pytest.approx(trace.host_memory_bytes[row.node], abs=8), plan
+        assert fits == (trace.host_violation_bytes <= 0), plan
+        outcomes.add(fits)
+    # Both outcomes occur: the check is not vacuous.
+    assert outcomes == {True, False}
 
 
 def test_area_terms_cover_every_assignment() -> None:

@@ -266,11 +266,18 @@ def test_simulated_plan_trace_is_valid_and_matches_the_simulator(tmp_path):
     write_perfetto(path, trace, problem.instance.hardware, instance_name="tiny_ppo_2gpu")
     document = json.loads(path.read_text(encoding="utf-8"))
     assert check_trace_events(document) == []
-    runs = [e for e in trace.events if e.kind != "transfer"]
-    transfers = [e for e in trace.events if e.kind == "transfer"]
     slices = complete(document)
-    assert len([s for s in slices if s["cat"] == "run"]) == sum(len(e.gpus) for e in runs)
-    assert len([s for s in slices if s["cat"] == "transfer"]) == len(transfers)
+    # Every run part is a slice on each of its GPUs, in the category of its kind (the
+    # compute is "run"): the rollout shares both GPUs, so it wakes and sleeps.
+    for kind, category in (("compute", "run"), ("wake", "wake"), ("sleep", "sleep")):
+        parts = [e for e in trace.events if e.kind == kind]
+        assert parts
+        assert len([s for s in slices if s["cat"] == category]) == sum(len(e.gpus) for e in parts)
+    for kind in ("transfer", "refit"):
+        edges = [e for e in trace.events if e.kind == kind]
+        assert len([s for s in slices if s["cat"] == kind]) == len(edges)
+    wake = next(s for s in slices if s["cat"] == "wake")
+    assert wake["name"] == "actor.generate wake"
     end = max(s["ts"] + s["dur"] for s in slices)
     assert end == pytest.approx(trace.makespan * 1e6, abs=1e-3)
     assert document["otherData"]["makespan_s"] == trace.makespan

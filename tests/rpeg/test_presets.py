@@ -20,6 +20,7 @@ import pytest
 from rlplan.rpeg.errors import InstanceError
 from rlplan.rpeg.model.cost import CostModel, Strategy, layer_parameters, parameter_count
 from rlplan.rpeg.schema.fingerprint import instance_fingerprint
+from rlplan.rpeg.schema.hardware import HOST_RATES
 from rlplan.rpeg.schema.instance import load_instance, parse_instance
 from rlplan.rpeg.schema.models import ModelSpec
 from rlplan.rpeg.schema.presets import GPU_PRESETS, MODEL_PRESETS
@@ -70,10 +71,18 @@ def with_hardware_preset(data: dict[str, Any], preset: str) -> dict[str, Any]:
     ],
 )
 def test_gpu_preset_reproduces_the_hand_typed_shipped_hardware(instance, preset):
-    """A shipped instance with its datasheet fields replaced by the preset parses the same."""
+    """A shipped instance with its datasheet fields replaced by the preset parses the same.
+
+    The host figures (rates and host memory) are not datasheet fields of
+    these files, which take the defaults without a preset: the variant
+    writes the original's values, so the preset's host figures stay out of
+    the comparison (test_gpu_preset_fills_the_host_figures checks them).
+    """
     path = INSTANCES / instance
     original = load_instance(path)
     data = with_hardware_preset(read(path), preset)
+    for key in (*HOST_RATES, "host_memory_per_node"):
+        data["hardware"][key] = getattr(original.hardware, key)
     parsed = parse_instance(data, name=original.name, base_dir=path.parent)
     assert parsed.hardware == original.hardware
     assert instance_fingerprint(parsed) == instance_fingerprint(original)
@@ -99,6 +108,57 @@ def hardware_of(section: dict[str, Any]) -> Any:
     data = read(INSTANCES / "tiny_ppo_2gpu.yaml")
     data["hardware"] = section
     return parse_instance(data, name="preset").hardware
+
+
+#: (host link, host-to-device and device-to-host pinned bytes/s per GPU, host bytes per
+#: GPU) restated from the sources docs/cost-model.md#colocation names: nvbandwidth
+#: measurements (NVIDIA/nvbandwidth issues 24, 42, 53), the Inspur NF5488A5 measurement
+#: of two A100s sharing a PCIe switch (11 GB/s each), and the servers' host memory
+#: (MLPerf system descriptions: "2 TB" = 32 x 64 GB for 8 H100 or H200, "1TB" = 16 x
+#: 64 GB for 8 A100; 400 GB for 4 L40S; assumed 2 TB for 8 H20 and 256 GB for 8 RTX 4090).
+HOST_LINKS = {
+    "h100-sxm-80g": ("PCIe Gen5 x16", 35.2e9, 52.8e9, 32 * 64e9 / 8),
+    "h200-sxm-141g": ("PCIe Gen5 x16", 35.2e9, 52.8e9, 32 * 64e9 / 8),
+    "a100-sxm-80g": ("PCIe Gen4 x16, shared by a GPU pair", 11e9, 11e9, 16 * 64e9 / 8),
+    "a100-sxm-40g": ("PCIe Gen4 x16, shared by a GPU pair", 11e9, 11e9, 16 * 64e9 / 8),
+    "h20-96g": ("PCIe Gen5 x16", 35.2e9, 52.8e9, 32 * 64e9 / 8),
+    "l40s-48g": ("PCIe Gen4 x16", 25.13e9, 25e9, 400e9 / 4),
+    "rtx-4090-24g": ("PCIe Gen4 x16", 25.13e9, 25e9, 256e9 / 8),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOST_LINKS))
+def test_gpu_preset_fills_the_host_figures(name):
+    """Pinned rates as measured, pageable 2.4 times slower, host memory per GPU x GPUs."""
+    link, to_device, to_host, per_gpu = HOST_LINKS[name]
+    hardware = hardware_of({"preset": name, "racks": 1, "nodes_per_rack": 2, "gpus_per_node": 4})
+    assert GPU_PRESETS[name].host.name == link
+    assert hardware.host_to_device_pinned == pytest.approx(to_device, rel=1e-12)
+    assert hardware.device_to_host_pinned == pytest.approx(to_host, rel=1e-12)
+    assert hardware.host_to_device_pageable == pytest.approx(to_device / 2.4, rel=1e-12)
+    assert hardware.device_to_host_pageable == pytest.approx(to_host / 2.4, rel=1e-12)
+    # 4 GPUs per node here: host memory scales with the node's GPUs.
+    assert hardware.host_memory_per_node == pytest.approx(4 * per_gpu, rel=1e-12)
+
+
+def test_host_bandwidth_overrides_every_host_rate_the_section_does_not_write():
+    """hardware.host_bandwidth stands for all four rates, the preset's included; a rate
+    written beside it wins, and host memory is untouched."""
+    section = {"preset": "h100", "racks": 1, "nodes_per_rack": 1, "gpus_per_node": 8}
+    hardware = hardware_of({**section, "host_bandwidth": 10e9, "device_to_host_pinned": 30e9})
+    assert hardware.host_to_device_pinned == hardware.host_to_device_pageable == 10e9
+    assert hardware.device_to_host_pageable == 10e9
+    assert hardware.device_to_host_pinned == 30e9
+    assert hardware.host_memory_per_node == hardware_of(section).host_memory_per_node
+
+
+def test_hardware_without_preset_takes_the_pcie_gen4_host_defaults():
+    """25 GB/s pinned both ways, 25/2.4 GB/s pageable, 128 GB of host memory per GPU."""
+    data = read(INSTANCES / "ppo_8b_1x2x8_h100.yaml")
+    hardware = parse_instance(data, name="no-preset").hardware
+    assert hardware.host_to_device_pinned == hardware.device_to_host_pinned == 25e9
+    assert hardware.host_to_device_pageable == pytest.approx(25e9 / 2.4, rel=1e-12)
+    assert hardware.host_memory_per_node == 8 * 128e9
 
 
 def test_every_required_gpu_has_a_preset():

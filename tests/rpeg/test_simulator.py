@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlplan.rpeg.errors import PlanError
+from rlplan.rpeg.evaluation.simulator import RUN_KINDS
 from rlplan.rpeg.search.sampling import random_plan
-from rlplan.rpeg.templates import run_id, unroll
+from rlplan.rpeg.templates import Kind, run_id, unroll
 
 #: Instances of ``instances/`` the property tests draw plans on: the tiny ones
 #: and the 16-GPU ones.
@@ -44,11 +45,21 @@ def _draw(load_problem, name, seed, with_order):
 
 
 def _compute_events(trace):
-    return {(e.vertex, e.step): e for e in trace.events if e.kind == "compute"}
+    """Each run as one event over all its parts (wake, onload, compute, offload, sleep)."""
+    computes = {(e.vertex, e.step): e for e in trace.events if e.kind == "compute"}
+    return {
+        key: dataclasses.replace(computes[key], kind="run", start=start, end=end)
+        for key, (start, end) in trace.run_spans().items()
+    }
 
 
 def _template_lags(directory, plan):
-    """Lag of every template edge (data, then pub) from the cost model's transfer rules."""
+    """Lag of every template edge (data, then pub) from the cost model's transfer rules.
+
+    A pub edge into the rollout on its trainer's block is a CUDA IPC refit: it adds the
+    engine's weight shard read and written at the memory bandwidth, 2 * shard / HBM
+    (docs/cost-model.md#colocation).
+    """
     cost, cluster, template = directory.cost, directory.cluster, directory.template
     lags = []
     for edge in template.data_edges:
@@ -60,8 +71,28 @@ def _template_lags(directory, plan):
         # the weight layout (tp, pp, ZeRO-3 shards) of section 10
         same_layout = source.strategy.layout == target.strategy.layout
         level = target.block.level if same_block else cluster.span_level(source.block, target.block)
-        lags.append(cost.pub_lag(edge.model, same_block, same_layout, level, target.strategy))
+        lag = cost.pub_lag(edge.model, same_block, same_layout, level, target.strategy)
+        if same_block and template.vertices[edge.dst].kind is Kind.GENERATE:
+            shard = cost.weight_shard(edge.model, target.strategy)
+            lag += 2 * shard / directory.instance.hardware.memory_bandwidth
+        lags.append(lag)
     return lags
+
+
+def _switch(directory, plan, index):
+    """Wake + sleep seconds of vertex ``index`` if it is a colocated rollout, else 0.
+
+    Colocated: its block shares a GPU with another vertex's. Level-1 sleep moves the
+    weight shard 2P/(tp*pp) to pinned host memory and back: shard / D2H + shard / H2D.
+    """
+    vertex, own = directory.template.vertices[index], plan.placements[index].block
+    if vertex.kind is not Kind.GENERATE or not any(
+        other.block.intersects(own) for i, other in enumerate(plan.placements) if i != index
+    ):
+        return 0.0
+    hardware = directory.instance.hardware
+    shard = directory.cost.weight_shard(vertex.model, plan.placements[index].strategy)
+    return shard / hardware.host_to_device_pinned + shard / hardware.device_to_host_pinned
 
 
 # -- properties over random plans ------------------------------------------------------
@@ -70,9 +101,9 @@ def _template_lags(directory, plan):
 @PROPERTY_SETTINGS
 @given(**PLANS)
 def test_runs_sharing_a_gpu_never_overlap(load_problem, name, seed, with_order):
-    """No two compute events that share a GPU overlap in time."""
+    """No two run parts (wake, onload, compute, offload, sleep) sharing a GPU overlap."""
     problem, plan = _draw(load_problem, name, seed, with_order)
-    events = [e for e in problem.simulator.simulate(plan).events if e.kind == "compute"]
+    events = [e for e in problem.simulator.simulate(plan).events if e.kind in RUN_KINDS]
     by_gpu: dict[int, list] = {}
     for event in events:
         for gpu in event.gpus:
@@ -128,17 +159,35 @@ def test_runs_start_as_early_as_their_constraints_allow(load_problem, name, seed
 @PROPERTY_SETTINGS
 @given(**PLANS)
 def test_runs_last_their_candidate_time_on_their_block(load_problem, name, seed, with_order):
-    """Each run occupies exactly its block's GPUs for its candidate's duration."""
+    """Each run occupies exactly its block's GPUs for its candidate's duration, plus the
+    wake and sleep of a colocated rollout; its parts follow one another, the compute
+    lasting the candidate's time less its onload and offload."""
     problem, plan = _draw(load_problem, name, seed, with_order)
     directory = problem.directory
-    events = _compute_events(problem.simulator.simulate(plan))
+    trace = problem.simulator.simulate(plan)
+    events = _compute_events(trace)
     assert len(events) == len(directory.template.vertices) * directory.instance.k_eval
-    for (vertex_name, _step), event in events.items():
+    parts: dict = {}
+    for event in trace.events:
+        if event.kind in RUN_KINDS:
+            parts.setdefault((event.vertex, event.step), []).append(event)
+    colocation = directory.cost.colocation
+    for (vertex_name, step), event in events.items():
         index = directory.template.index(vertex_name)
         placement = plan.placements[index]
         candidate = directory.candidate(index, placement.block.extent, placement.strategy)
         assert event.gpus == tuple(placement.block.gpus())
-        assert event.end - event.start == pytest.approx(candidate.time, rel=1e-9)
+        expected = candidate.time + _switch(directory, plan, index)
+        assert event.end - event.start == pytest.approx(expected, rel=1e-9)
+        ordered = sorted(parts[(vertex_name, step)], key=lambda e: e.start)
+        for before, after in itertools.pairwise(ordered):
+            assert before.end == after.start
+        vertex = directory.template.vertices[index]
+        if vertex.kind is not Kind.GENERATE:
+            moved = colocation.onload(vertex.kind, vertex.model, placement.strategy)
+            moved += colocation.offload(vertex.kind, vertex.model, placement.strategy)
+            compute = next(e for e in ordered if e.kind == "compute")
+            assert compute.end - compute.start == pytest.approx(candidate.time - moved, rel=1e-9)
 
 
 @PROPERTY_SETTINGS
@@ -175,7 +224,8 @@ def test_evaluate_agrees_with_simulate(load_problem, name, seed, with_order):
     evaluation = problem.simulator.evaluate(plan)
     trace = problem.simulator.simulate(plan)
     assert evaluation.makespan == trace.makespan
-    assert evaluation.violation == pytest.approx(trace.violation_bytes, rel=1e-12, abs=1e-3)
+    violation = trace.violation_bytes + trace.host_violation_bytes
+    assert evaluation.violation == pytest.approx(violation, rel=1e-12, abs=1e-3)
     assert evaluation.feasible == trace.feasible
 
 
@@ -223,9 +273,16 @@ def test_transfer_events_match_positive_lags(load_problem, name, seed, with_orde
             target = (template.names[edge.dst % count], edge.dst // count)
             expected.append((target, source, end, end + lags[edge.template_edge]))
     transfers = [
-        ((e.vertex, e.step), e.source, e.start, e.end) for e in trace.events if e.kind == "transfer"
+        ((e.vertex, e.step), e.source, e.start, e.end)
+        for e in trace.events
+        if e.kind in ("transfer", "refit")
     ]
     transfers.sort()
+    # A refit is exactly an edge bringing trained weights to the rollout.
+    for event in trace.events:
+        if event.kind in ("transfer", "refit"):
+            kind = directory.template.vertices[directory.template.index(event.vertex)].kind
+            assert (event.kind == "refit") == (kind is Kind.GENERATE), event
     expected.sort()
     # Endpoints compare exactly; times within a relative 1e-9 (pytest.approx
     # takes flat sequences only).
@@ -238,16 +295,27 @@ def test_transfer_events_match_positive_lags(load_problem, name, seed, with_orde
 
 
 def test_one_gpu_serialises_every_run(frozen_problem, single_gpu_plan):
-    """All runs on GPU 0 with zero lags: makespan = sum of all run durations."""
+    """All runs on GPU 0: makespan = sum of all run durations, with the rollout's wake
+    and sleep (it shares GPU 0)."""
     problem = frozen_problem("frozen_tiny_ppo_2gpu.yaml")
     directory = problem.directory
     plan = single_gpu_plan(directory, dict.fromkeys(directory.template.names, 0))
     trace = problem.simulator.simulate(plan)
     durations = [directory.options[v][(1, 1, 1)][0].time for v in range(6)]
-    # every edge joins runs on the same block with the same layout: all lags are 0,
-    # and one GPU runs the 2 steps x 6 runs back to back: makespan = 2 * sum(durations)
-    assert trace.makespan == pytest.approx(2 * sum(durations), rel=1e-12)
+    # The rollout is colocated: before each run it wakes (its weight shard 2P =
+    # 1_260_191_744 bytes from pinned host memory at the default 25e9 B/s: 0.05040766976
+    # s) and after it sleeps (the same bytes back at 25e9 B/s: 0.05040766976 s).
+    switch = 2 * 1_260_191_744 / 25e9
+    # Every data edge joins runs on the same block: lag 0. The refit actor.train 0 ->
+    # actor.generate 1 (same block and layout) is a CUDA IPC copy, 2 * 1_260_191_744 /
+    # 1.008e12 = 2.50038 ms, shorter than critic.train 0 which runs meanwhile, so one GPU
+    # runs the 2 steps x 6 runs back to back: makespan = 2 * (sum(durations) + switch).
+    assert trace.makespan == pytest.approx(2 * (sum(durations) + switch), rel=1e-12)
     assert not [e for e in trace.events if e.kind == "transfer"]
+    (refit,) = [e for e in trace.events if e.kind == "refit"]
+    assert refit.end - refit.start == pytest.approx(2 * 1_260_191_744 / 1.008e12, rel=1e-12)
+    wakes = [e for e in trace.events if e.kind == "wake"]
+    assert [e.end - e.start for e in wakes] == pytest.approx([1_260_191_744 / 25e9] * 2)
     # list order with sigma = 0 on one GPU: step 0 in template order, then step 1
     assert trace.start_order == tuple((v, t) for t in range(2) for v in range(6))
     # throughput: B*K = 32 samples and 32 * T = 32 * 256 = 8192 generated tokens per step
@@ -343,9 +411,7 @@ def test_staleness_zero_waits_for_training_and_publication(frozen_problem, singl
     # GPU 0 is idle by then (critic.train 0 ends first), so the pub edge decides exactly
     assert generate1.start == pytest.approx(train0.end + PUB_LAG, rel=1e-12)
     transfers = [
-        e
-        for e in trace.events
-        if e.kind == "transfer" and (e.vertex, e.step) == ("actor.generate", 1)
+        e for e in trace.events if e.kind == "refit" and (e.vertex, e.step) == ("actor.generate", 1)
     ]
     assert len(transfers) == 1
     assert transfers[0].end - transfers[0].start == pytest.approx(PUB_LAG, rel=1e-9)

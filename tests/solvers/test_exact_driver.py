@@ -101,8 +101,9 @@ def test_cpsat_plan_with_idle_time_passes_the_driver():
     """Through the whole driver: CP-SAT's solution has idle time, its plan is not rejected.
 
     The warm start is the baseline (it sets the horizon); the run starts are
-    pinned to a faster plan's schedule with its second step delayed by half
-    the difference, so the idle schedule still fits the horizon.
+    pinned to a faster plan's schedule with everything from its second step's
+    first run on delayed by half the difference, so the idle schedule still
+    fits the horizon.
     """
     problem = load_problem(INSTANCE)
     start = best_baseline(problem)
@@ -112,7 +113,10 @@ def test_cpsat_plan_with_idle_time_passes_the_driver():
     _, _, starts = formulation.warm_start(faster)
     delay = round((upper - problem.simulator.evaluate(faster).makespan) / 2 / formulation.unit)
     assert delay * formulation.unit > 2 * formulation.simulation_tolerance(upper)
-    delayed = [s + delay if run >= formulation.num_vertices else s for run, s in enumerate(starts)]
+    # Every run from the first of step 1 on (in time: with staleness 1 a step-0 run may
+    # follow it) moves later by the delay, so the schedule stays valid.
+    cut = min(starts[formulation.num_vertices :])
+    delayed = [s + delay if s >= cut else s for s in starts]
     result = solve_exact(problem, SolveOptions(threads=1), start, 30, _IdleCpSat(delayed))
     assert result.status is not Status.ERROR, result.message
     objective = result.stats["cp_objective_s"]

@@ -22,7 +22,10 @@ from tests.solvers.conftest import load_problem
 #: (test_the_written_plan_simulates_to_the_known_optimum), and the exhaustive oracle
 #: proves that no plan of the space is faster (test_exhaustive_proves_the_known_optimum);
 #: CP-SAT, the MILP (test_exact.py) and the local search (test_local.py) find the same
-#: value. The plan behind each optimum:
+#: value. Every tiny instance writes host_bandwidth 25e9, so a rollout sharing its GPUs
+#: wakes and sleeps at 25 GB/s (w = s = its shard 2P/tp / 25e9 each), and the refit of a
+#: rollout on its trainer's block is a device copy (the shard / (1.008e12 / 2)). The plan
+#: behind each optimum:
 #:
 #: Every rollout below runs at the smallest gpu_memory_utilization of its instance whose
 #: engine starts (0.2 of a 24 GB GPU, 4.8 GB; 0.8 on the lag instances): its KV pool then
@@ -71,9 +74,11 @@ from tests.solvers.conftest import load_problem
 #:   the rollout none, so the rollout runs on one GPU (G = 2.8083 s) and actor.train on the
 #:   other (T = 0.2386 s). reward.infer runs tp 2 on both GPUs (r = 0.0511 s, a data
 #:   transfer d = 1.5020 ms on each side) rather than beside the rollout (0.0580 s + d:
-#:   slower by 4.0 ms) or beside actor.train (19.30 GB > 19.0 GB usable). At staleness 0
-#:   every run waits for the previous one, and the trained weights cross to the rollout's
-#:   GPU before step 1 (p = 51.91 ms): 2 * (G + d + r + d + T) + p = 6.2540 s
+#:   slower by 4.0 ms) or beside actor.train (19.30 GB > 19.0 GB usable). Sharing GPU 0
+#:   with reward.infer, the rollout wakes and sleeps (w = s = 1_260_191_744 / 25e9 =
+#:   50.41 ms). At staleness 0 every run waits for the previous one, and the trained
+#:   weights cross to the rollout's GPU before step 1 (an NCCL copy, p = 51.91 ms):
+#:   2 * (w + G + s + d + r + d + T) + p = 6.4556 s
 #:   (test_lag_instances_match_the_hand_derivation recomputes it from the cost model).
 #: * tiny_lag_grpo_2gpu_async (k_eval = 3, staleness 0 or 1): the same placement at
 #:   staleness 1, with the runs in step order: each rollout waits for the previous step's
@@ -121,13 +126,13 @@ _LAG = [
 ]
 
 #: The plans described above: staleness, per vertex (first GPU, GPUs, strategy), and
-#: "step order" where the plan needs an explicit run order.
+#: "step order" or an explicit (vertex, step) sequence where the plan needs a run order.
 OPTIMAL_PLANS = {
     "tiny_ppo_2gpu.yaml": _PPO,
-    "tiny_ppo_2gpu_sync.yaml": _PPO,
+    "tiny_ppo_2gpu_sync.yaml": ({"actor": 0, "critic": 0}, _PPO_ROWS, _SYNC_ORDER),
     "tiny_ppo_2gpu_ac.yaml": _PPO,
     "tiny_grpo_2gpu.yaml": (
-        {"actor": 0},
+        {"actor": 1},
         [
             (
                 "actor.generate",
@@ -140,6 +145,7 @@ OPTIMAL_PLANS = {
             ("reward.infer", 0, 1, Strategy(1, 1, 1, 8)),
             ("actor.train", 0, 2, Strategy(1, 1, 2, 8)),
         ],
+        "step order",
     ),
     "tiny_grpo_4gpu.yaml": (
         {"actor": 0},
@@ -156,7 +162,7 @@ OPTIMAL_PLANS = {
         ],
     ),
     "tiny_dpo_2gpu.yaml": (
-        {"actor": 0},
+        {"actor": 1},
         [
             (
                 "actor.generate",
@@ -213,9 +219,11 @@ def written_plan(name: str) -> Plan:
         Placement(blocks[(start, size)], strategy) for _, start, size, strategy in rows
     )
     plan = Plan(placements, make_staleness(staleness))
-    if order:  # every run of step t before any run of step t + 1, template order within
+    if order == ["step order"]:  # every run of step t before any of t + 1, template order
         steps = problem.instance.k_eval
         plan = plan.with_order(tuple((v, t) for t in range(steps) for v in range(len(rows))))
+    elif order:
+        plan = plan.with_order(order[0])
     return plan
 
 
@@ -232,7 +240,8 @@ def test_lag_instances_match_the_hand_derivation():
     """The two lag instances' optima, recomputed from the cost model's durations and lags.
 
     G, r, T: the written plan's rollout, reward.infer and actor.train times; d: a data
-    transfer between GPUs; p: the trained weights to the rollout's GPU (KNOWN_OPTIMA).
+    transfer between GPUs; p: the trained weights to the rollout's GPU; w, s: the
+    rollout's wake and sleep, as it shares GPU 0 with reward.infer (KNOWN_OPTIMA).
     """
     problem = load_problem("tiny_lag_grpo_2gpu.yaml")
     directory = problem.directory
@@ -247,6 +256,12 @@ def test_lag_instances_match_the_hand_derivation():
     weights = cost.pub_lag("actor", False, False, "g", plan.placements[0].strategy)
     assert data == pytest.approx(1.5e-3 + 49152 / 25e9, rel=1e-12)
     assert weights > 30 * data
+    # tp 1: the whole 2P = 1_260_191_744 B each way at the written 25e9 B/s
+    wake = sleep = 1_260_191_744 / 25e9
+    assert problem.simulator.switch(0, plan.placements[0].strategy) == pytest.approx(
+        (wake, sleep), rel=1e-12
+    )
+    rollout += wake + sleep
     sync = 2 * (rollout + data + reward + data + train) + weights
     assert sync == pytest.approx(KNOWN_OPTIMA["tiny_lag_grpo_2gpu.yaml"], rel=1e-12)
     pipelined = 3 * (rollout + data + reward) + data + train
@@ -302,8 +317,8 @@ def test_no_sampled_feasible_plan_beats_the_optimum(name):
 def test_ppo_2gpu_optimum_beats_both_baselines():
     """On the 2-GPU PPO instance the optimum is strictly better than either baseline.
 
-    The baselines give 20.5231 s and 20.4221 s > 20.3302 s * 1.001 = 20.3505 s (see
-    KNOWN_OPTIMA).
+    The baselines give 20.6239 s (greedy) and 20.5229 s (concurrent) > 20.4310 s * 1.001
+    = 20.4514 s (see KNOWN_OPTIMA).
     """
     from rlplan.solvers import concurrent, greedy
 

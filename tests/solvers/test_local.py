@@ -44,6 +44,25 @@ _MISSED = {
     "tiny_dpo_2gpu_v2.yaml": "needs staleness and run order changed together",
 }
 
+#: Tiny instances whose optimum the local search misses with its defaults (seed 0,
+#: optimizer.e_max = 20000 evaluations, score_eps = 1e-4): what it returns instead, and
+#: the knob that makes it reach the optimum.
+#:
+#: * the three tiny PPO instances: the plan at actor staleness 0, 20.43226 s, whose
+#:   rollout waits 1.25 ms for its CUDA IPC refit (test_exhaustive.py). Staleness 1 (or,
+#:   at staleness 0 only, the run order) saves those 1.25 ms, 6.1e-5 of the makespan:
+#:   less than score_eps, so the search never counts it as a new best; with score_eps
+#:   1e-5 it does.
+#: * tiny_grpo_2gpu: every vertex on both GPUs at staleness 1 in the default run order,
+#:   20.11244 s; the optimum (3.2 ms faster) also moves actor.infer and reference.infer
+#:   to one GPU each and fixes the run order, which the search finds with 60000
+#:   evaluations.
+SHORT_OF = {
+    "tiny_ppo_2gpu.yaml": (20.43226266125772, {"score_eps": 1e-5}),
+    "tiny_ppo_2gpu_ac.yaml": (20.43226266125772, {"score_eps": 1e-5}),
+    "tiny_ppo_2gpu_sync.yaml": (20.43226266125772, {"score_eps": 1e-5}),
+    "tiny_grpo_2gpu.yaml": (20.112436665493483, {"e_max": 60000}),
+}
 
 
 #: Every other tiny instance's optimum is found with its default budget

@@ -26,19 +26,21 @@ def test_builder_escapes_text_and_embeds_figures():
 
 
 def test_solve_writes_a_self_contained_report_html(cli, tmp_path):
-    """Summary, bound, placement, staleness and memory tables, and the Gantt chart inline."""
+    """Summary, bound, placement, staleness, memory and colocation tables, and the Gantt
+    chart inline (the optimum shares both GPUs: its rollout wakes and sleeps)."""
     out = tmp_path / "run"
     instance = os.path.join(ROOT, "instances", "tiny_dpo_2gpu.yaml")
     code, stdout, _ = cli("solve", instance, "--solver", "exhaustive", "--out", out, "--quiet")
     assert code == 0 and "report.html" in stdout
     text = (out / "report.html").read_text()
-    contents = assert_self_contained(text, figures=1, tables=5)
+    contents = assert_self_contained(text, figures=1, tables=6)
     assert contents.headings[1:] == [
         "Summary",
         "Bound",
         "Placement",
         "Staleness",
         "Memory per GPU",
+        "Colocation",
         "Gantt chart",
     ]
     summary = dict(row for row in contents.tables[0] if len(row) == 2)
@@ -49,6 +51,9 @@ def test_solve_writes_a_self_contained_report_html(cli, tmp_path):
     assert placement[0][0] == "vertex" and len(placement) > 2
     memory = contents.tables[4]
     assert memory[0] == ["GPUs", "peak"] and memory[1][1].endswith("GB")
+    colocation = contents.tables[5]
+    assert colocation[0] == ["vertex", "event", "seconds per step"]
+    assert ["actor.generate", "wake"] in [row[:2] for row in colocation[1:]]
 
 
 def test_report_html_without_a_plan(cli, tmp_path):

@@ -203,7 +203,4 @@ class PlanFacts:
         )
         settings.comment(how)
         if not self.trace.feasible:
-            excess = self.trace.violation_bytes / 1e9
-            settings.comment(
-                f"warning: this plan overflows GPU memory by {excess:.2f} GB in simulation"
-            )
+            settings.comment(f"warning: this plan {self.trace.overflow_words()} in simulation")

@@ -13,7 +13,16 @@ rollout's end (docs/simulator.md, "Rule rewards").
 
 Memory is checked under the static residency rule: a GPU's peak is the sum,
 over models with a vertex on it, of that model's largest resident footprint
-there, plus the largest transient of the vertices on it.
+there, plus the largest transient of the vertices on it; each node's host
+memory holds offloaded states and sleeping engines
+(:mod:`rlplan.rpeg.evaluation.host_memory`).
+
+Colocation is priced as the frameworks pay it (docs/cost-model.md#colocation):
+a rollout engine whose block shares a GPU with another vertex's wakes before
+each run and sleeps after it, offloaded train and infer vertices load their
+states before each run and a train vertex stores them after it, and the
+refit of an engine on its trainer's block is a CUDA IPC copy. Each is its own
+event of the trace, inside the run's span on its GPUs (refits between runs).
 
 A simulator judges plans of both templates of an AC-share instance: a plan
 of the other template goes to the sibling simulator of that template's
@@ -29,9 +38,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlplan.rpeg.errors import PlanError
+from rlplan.rpeg.evaluation import host_memory
+from rlplan.rpeg.evaluation.host_memory import HostOverflow
 from rlplan.rpeg.model.candidates import CandidateDirectory
 from rlplan.rpeg.model.plan import Plan
 from rlplan.rpeg.templates import Kind, unroll
+
+#: Event kinds of a run on its GPUs, in the order they follow one another.
+RUN_KINDS = ("wake", "onload", "compute", "offload", "sleep")
+#: Event kinds between runs (no GPUs): data and weight transfers, refits of a rollout.
+EDGE_KINDS = ("transfer", "refit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +59,8 @@ class Evaluation:
     makespan
         End of the last run of the ``k_eval`` steps, seconds.
     violation
-        Worst per-GPU memory overflow in bytes (0 when feasible).
+        Worst per-GPU memory overflow plus worst per-node host-memory
+        overflow, in bytes (0 when feasible).
     factor
         Objective factor of the plan: ``1 + lambda_ac`` for a fused
         (AC-share) plan, times ``1 + lambda_stale`` for an off-policy one
@@ -62,18 +79,14 @@ class Evaluation:
 
     @property
     def feasible(self) -> bool:
-        """Whether every GPU's peak fits its usable memory."""
+        """Whether every GPU's peak fits its usable memory and every node's host memory fits."""
         return self.violation <= 0.0
 
 
 @dataclass(frozen=True)
 class Event:
-    """One run, transfer or CPU stage in a trace.
-
-    ``kind`` is ``compute`` (a run on ``gpus``), ``transfer`` (a data or
-    weight transfer into ``vertex`` from ``source``) or ``cpu`` (a CPU stage
-    such as a rule reward, no GPUs, fed by ``source``).
-    """
+    """One part of a run on its GPUs (:data:`RUN_KINDS`), one transfer (:data:`EDGE_KINDS`),
+    or a CPU stage (kind ``cpu``: a rule reward, no GPUs, fed by ``source``)."""
 
     vertex: str
     step: int
@@ -100,11 +113,43 @@ class Trace:
     start_order: tuple[tuple[int, int], ...] = field(default=())
     template: str | None = None
     factor: float = 1.0
+    #: Host bytes per node, its capacity, the worst overflow and every overflowing node.
+    host_memory_bytes: tuple[float, ...] = ()
+    host_capacity_bytes: float = 0.0
+    host_violation_bytes: float = 0.0
+    host_overflows: tuple[HostOverflow, ...] = ()
 
     @property
     def feasible(self) -> bool:
-        """Whether every GPU's peak fits its usable memory."""
-        return self.violation_bytes <= 0.0
+        """Whether every GPU's peak fits its usable memory and every node's host memory fits."""
+        return self.violation_bytes <= 0.0 and self.host_violation_bytes <= 0.0
+
+    def overflow_words(self, digits: int = 2) -> str:
+        """What the plan overflows, e.g. ``overflows GPU memory by 1.20 GB``.
+
+        A host-memory overflow names its worst node (``overflows the host
+        memory of node 1 by 40.00 GB``).
+        """
+        parts = []
+        if self.violation_bytes > 0:
+            parts.append(f"overflows GPU memory by {self.violation_bytes / 1e9:.{digits}f} GB")
+        if self.host_overflows:
+            worst = self.host_overflows[0]
+            parts.append(
+                f"overflows the host memory of node {worst.node} by "
+                f"{worst.excess / 1e9:.{digits}f} GB"
+            )
+        return " and ".join(parts) or "fits in memory"
+
+    def run_spans(self) -> dict[tuple[str, int], tuple[float, float]]:
+        """(start, end) of every run (vertex, step) over all its parts (:data:`RUN_KINDS`)."""
+        spans: dict[tuple[str, int], tuple[float, float]] = {}
+        for event in self.events:
+            if event.kind in RUN_KINDS:
+                key = (event.vertex, event.step)
+                low, high = spans.get(key, (event.start, event.end))
+                spans[key] = (min(low, event.start), max(high, event.end))
+        return spans
 
     @property
     def score(self) -> float:
@@ -151,9 +196,12 @@ class Trace:
             "generated_tokens_per_s": self.generated_tokens_per_s,
             "feasible": self.feasible,
             "worst_memory_violation_bytes": self.violation_bytes,
+            "worst_host_memory_violation_bytes": self.host_violation_bytes,
             "events": events,
             "peak_memory_bytes": list(self.peak_memory_bytes),
             "capacity_bytes": self.capacity_bytes,
+            "host_memory_bytes": list(self.host_memory_bytes),
+            "host_capacity_bytes": self.host_capacity_bytes,
         }
 
 
@@ -197,6 +245,13 @@ class Simulator:
             (stages[0].src, stages[0].stage, max(e.delay_s for e in stages)) if stages else None
         )
         self._pub_edges = tuple((e.src, e.dst, e.model) for e in self.template.pub_edges)
+        vertices = self.template.vertices
+        #: Rollout engines, and which pub edges refit one (their lags: :meth:`_pub_lag`).
+        self._engines = tuple(i for i, v in enumerate(vertices) if v.kind is Kind.GENERATE)
+        self._refits = tuple(vertices[dst].kind is Kind.GENERATE for _, dst, _ in self._pub_edges)
+        self.colocation = self.cost.colocation
+        self.host_capacity = self.instance.hardware.host_memory_per_node
+        self._switches: dict[tuple, tuple[float, float]] = {}
         self._graphs: dict[tuple, tuple] = {}
         self._lag_cache: dict[tuple, float] = {}
         self._mean_generated = self.instance.workload.mean_generated
@@ -302,7 +357,76 @@ class Simulator:
             if same_block
             else self.cluster.span_level(source.block, target.block)
         )
+        if self._refits[index]:
+            return self.colocation.refit_lag(model, same_block, same_layout, level, destination)
         return self.cost.pub_lag(model, same_block, same_layout, level, destination)
+
+    # -- colocation --------------------------------------------------------------------
+
+    def colocated(self, plan: Plan) -> tuple[bool, ...]:
+        """Per vertex: whether it is a rollout engine whose block shares a GPU with another's.
+
+        Blocks are laminar, so two blocks share a GPU exactly when one holds
+        the other.
+        """
+        blocks = [placement.block for placement in plan.placements]
+        flags = [False] * len(blocks)
+        for engine in self._engines:
+            own = blocks[engine]
+            flags[engine] = any(
+                index != engine and block.intersects(own) for index, block in enumerate(blocks)
+            )
+        return tuple(flags)
+
+    def switch(self, vertex: int, strategy) -> tuple[float, float]:
+        """(wake, sleep) seconds of rollout engine ``vertex`` with ``strategy`` when colocated."""
+        key = (vertex, strategy)
+        found = self._switches.get(key)
+        if found is None:
+            model = self.template.vertices[vertex].model
+            found = self._switches[key] = (
+                self.colocation.wake(model, strategy),
+                self.colocation.sleep(model, strategy),
+            )
+        return found
+
+    def durations(
+        self,
+        plan: Plan,
+        candidates: list | None = None,
+        colocated: tuple[bool, ...] | None = None,
+    ) -> list[float]:
+        """Seconds of each vertex's runs: its candidate's time, plus wake and sleep if colocated."""
+        if plan.fused != self.fused:
+            return self.variant(plan.fused).durations(plan, candidates, colocated)
+        candidates = candidates if candidates is not None else self.candidates(plan)
+        colocated = colocated if colocated is not None else self.colocated(plan)
+        durations = [candidate.time for candidate in candidates]
+        for engine in self._engines:
+            if colocated[engine]:
+                wake, sleep = self.switch(engine, plan.placements[engine].strategy)
+                durations[engine] += wake + sleep
+        return durations
+
+    def phases(
+        self, plan: Plan, colocated: tuple[bool, ...]
+    ) -> list[tuple[str, float, str, float]]:
+        """Per vertex (kind before, seconds, kind after, seconds) around the compute of a run.
+
+        Wake and sleep of a colocated engine, onload and offload of an
+        offloaded train or infer vertex; 0 s where there is none.
+        """
+        phases = []
+        for index, placement in enumerate(plan.placements):
+            vertex, strategy = self.template.vertices[index], placement.strategy
+            if vertex.kind is Kind.GENERATE:
+                wake, sleep = self.switch(index, strategy) if colocated[index] else (0.0, 0.0)
+                phases.append(("wake", wake, "sleep", sleep))
+                continue
+            onload = self.colocation.onload(vertex.kind, vertex.model, strategy)
+            offload = self.colocation.offload(vertex.kind, vertex.model, strategy)
+            phases.append(("onload", onload, "offload", offload))
+        return phases
 
     def candidates(self, plan: Plan) -> list:
         """The candidate (time, memory) of every vertex under this plan."""
@@ -315,13 +439,58 @@ class Simulator:
         ]
 
     def memory_violation(self, plan: Plan, candidates: list | None = None) -> float:
+        """Worst per-GPU overflow plus worst per-node host overflow, bytes (0 when all fit)."""
+        if plan.fused != self.fused:
+            return self.variant(plan.fused).memory_violation(plan, candidates)
+        candidates = candidates if candidates is not None else self.candidates(plan)
+        return self.gpu_violation(plan, candidates) + self.host_violation(plan, candidates)
+
+    def host_terms(
+        self, plan: Plan, candidates: list, colocated: tuple[bool, ...] | None = None
+    ) -> dict[int, tuple[float, list[int]]]:
+        """Host bytes and their holders on every node where some vertex holds bytes."""
+        colocated = colocated if colocated is not None else self.colocated(plan)
+        engines = [False] * self.num_vertices
+        hosts = [candidate.host for candidate in candidates]
+        for engine in self._engines:
+            engines[engine] = True
+            if not colocated[engine]:
+                hosts[engine] = 0.0  # an engine alone on its GPUs never sleeps
+        return host_memory.node_terms(
+            [p.block for p in plan.placements],
+            hosts,
+            engines,
+            self._model_of,
+            self.cluster.gpus_per_node,
+        )
+
+    def host_violation(
+        self, plan: Plan, candidates: list, colocated: tuple[bool, ...] | None = None
+    ) -> float:
+        """Worst per-node host-memory overflow in bytes (0 when every node fits)."""
+        if not any(candidate.host > 0 for candidate in candidates):
+            return 0.0
+        terms = self.host_terms(plan, candidates, colocated)
+        return host_memory.worst_overflow(terms, self.host_capacity)
+
+    def host_overflows(self, plan: Plan, candidates: list, colocated=None) -> list[HostOverflow]:
+        """Every node whose host memory the plan overflows, the worst first."""
+        names = self.template.names
+        overflows = [
+            HostOverflow(node, needed, self.host_capacity, tuple(names[v] for v in holders))
+            for node, (needed, holders) in sorted(
+                self.host_terms(plan, candidates, colocated).items()
+            )
+            if needed > self.host_capacity
+        ]
+        return sorted(overflows, key=lambda o: (-o.excess, o.node))
+
+    def gpu_violation(self, plan: Plan, candidates: list | None = None) -> float:
         """Worst per-GPU overflow in bytes (0 when every GPU fits).
 
         Blocks are laminar, so the GPUs covered by the most vertices lie in
         some placed block: checking each distinct placed block suffices.
         """
-        if plan.fused != self.fused:
-            return self.variant(plan.fused).memory_violation(plan, candidates)
         candidates = candidates if candidates is not None else self.candidates(plan)
         ranges = [(p.block.start, p.block.start + p.block.size) for p in plan.placements]
         model_of = self._model_of
@@ -435,62 +604,31 @@ class Simulator:
         if plan.fused != self.fused:
             return self.variant(plan.fused).evaluate(plan)
         candidates = self.candidates(plan)
-        durations = [candidate.time for candidate in candidates]
+        colocated = self.colocated(plan)
+        durations = self.durations(plan, candidates, colocated)
         _, end, placed = self._schedule(plan, durations, self.lags(plan))
-        return Evaluation(
-            max(end), self.memory_violation(plan, candidates), tuple(placed), self.plan_factor(plan)
+        violation = self.gpu_violation(plan, candidates) + self.host_violation(
+            plan, candidates, colocated
         )
-
-    def _events(
-        self, plan: Plan, start: list[float], end: list[float], lags: list[float]
-    ) -> list[Event]:
-        """Runs by start, each followed by its CPU stage (if it feeds one) and its transfers."""
-        count, names = self.num_vertices, self.template.names
-        preds, _, _ = self.graph(plan.staleness)
-        delays = self._data_delays
-        events: list[Event] = []
-        for run in sorted(range(self.num_runs), key=lambda r: (start[r], r)):
-            vertex, step = run % count, run // count
-            block = plan.placements[vertex].block
-            events.append(
-                Event(names[vertex], step, "compute", start[run], end[run], tuple(block.gpus()))
-            )
-            if self._stage is not None and vertex == self._stage[0]:
-                _, stage, seconds = self._stage
-                source = (names[vertex], step)
-                events.append(Event(stage, step, "cpu", end[run], end[run] + seconds, (), source))
-            for pred, edge in preds[run]:
-                # A transfer follows its edge's delay (the CPU stage shown above).
-                delay = delays[edge] if 0 <= edge < len(delays) else 0.0
-                if edge >= 0 and lags[edge] - delay > 0:
-                    events.append(
-                        Event(
-                            names[vertex],
-                            step,
-                            "transfer",
-                            end[pred] + delay,
-                            end[pred] + lags[edge],
-                            (),
-                            (names[pred % count], pred // count),
-                        )
-                    )
-        return events
+        return Evaluation(max(end), violation, tuple(placed), self.plan_factor(plan))
 
     def simulate(self, plan: Plan) -> Trace:
         """Full simulation: schedule, transfers, per-GPU memory and throughput."""
         if plan.fused != self.fused:
             return self.variant(plan.fused).simulate(plan)
         candidates = self.candidates(plan)
-        durations = [candidate.time for candidate in candidates]
+        colocated = self.colocated(plan)
+        durations = self.durations(plan, candidates, colocated)
         lags = self.lags(plan)
         start, end, _ = self._schedule(plan, durations, lags)
-        count = self.num_vertices
-        events = self._events(plan, start, end, lags)
+        events = self._events(plan, start, end, lags, self.phases(plan, colocated))
         makespan = max(end)
         step_time = makespan / self.k_eval
         sequences = self.instance.workload.sequences
         peaks = self.peak_memory(plan)
         violation = max(0.0, max(peaks) - self.capacity)
+        host = self.host_terms(plan, candidates, colocated)
+        nodes = self.cluster.num_gpus // self.cluster.gpus_per_node
         return Trace(
             makespan=makespan,
             k_eval=self.k_eval,
@@ -502,9 +640,62 @@ class Simulator:
             capacity_bytes=self.capacity,
             violation_bytes=violation,
             start_order=tuple(
-                (run % count, run // count)
+                (run % self.num_vertices, run // self.num_vertices)
                 for run in sorted(range(self.num_runs), key=lambda r: (start[r], r))
             ),
             template=self.template.kind if self.instance.algorithm == "ppo" else None,
             factor=self.plan_factor(plan),
+            host_memory_bytes=tuple(host.get(node, (0.0, []))[0] for node in range(nodes)),
+            host_capacity_bytes=self.host_capacity,
+            host_violation_bytes=host_memory.worst_overflow(host, self.host_capacity),
+            host_overflows=tuple(self.host_overflows(plan, candidates, colocated)),
         )
+
+    def _events(self, plan: Plan, start, end, lags, phases) -> list[Event]:
+        """The trace's events: each run's parts on its GPUs, then its incoming transfers.
+
+        A run's parts follow one another from its start: the wake or onload,
+        the compute, the offload or sleep (parts of 0 s are left out). An edge
+        with a positive lag is a ``refit`` when it brings trained weights to a
+        rollout engine, else a ``transfer``; it starts after its edge's delay
+        (a CPU stage, which follows the run that feeds it).
+        """
+        count = self.num_vertices
+        names = self.template.names
+        preds, _, _ = self.graph(plan.staleness)
+        delays = self._data_delays
+        refit_edges = {len(self._data_edges) + i for i, refit in enumerate(self._refits) if refit}
+        events: list[Event] = []
+        for run in sorted(range(self.num_runs), key=lambda r: (start[r], r)):
+            vertex, step = run % count, run // count
+            gpus = tuple(plan.placements[vertex].block.gpus())
+            before_kind, before, after_kind, after = phases[vertex]
+            cuts = (start[run], start[run] + before, end[run] - after, end[run])
+            for kind, low, high in (
+                (before_kind, cuts[0], cuts[1]),
+                ("compute", cuts[1], cuts[2]),
+                (after_kind, cuts[2], cuts[3]),
+            ):
+                if kind == "compute" or high > low:
+                    events.append(Event(names[vertex], step, kind, low, high, gpus))
+            if self._stage is not None and vertex == self._stage[0]:
+                _, stage, seconds = self._stage
+                source = (names[vertex], step)
+                events.append(Event(stage, step, "cpu", end[run], end[run] + seconds, (), source))
+            for pred, edge in preds[run]:
+                delay = delays[edge] if 0 <= edge < len(delays) else 0.0
+                if edge >= 0 and lags[edge] - delay > 0:
+                    kind = "refit" if edge in refit_edges else "transfer"
+                    source = (names[pred % count], pred // count)
+                    events.append(
+                        Event(
+                            names[vertex],
+                            step,
+                            kind,
+                            end[pred] + delay,
+                            end[pred] + lags[edge],
+                            (),
+                            source,
+                        )
+                    )
+        return events

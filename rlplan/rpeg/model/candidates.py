@@ -29,6 +29,10 @@ class Candidate:
     hold one sequence of the maximum length (:meth:`CostModel.rollout_shortfall
     <rlplan.rpeg.model.cost.CostModel.rollout_shortfall>`); the engine refuses to
     start when it is positive. Other vertices have 0.
+
+    ``host`` is the bytes per GPU the vertex keeps in its node's host memory:
+    offloaded states, or a rollout engine's weights while it sleeps (which
+    count only when the engine is colocated; docs/cost-model.md#colocation).
     """
 
     vertex: int
@@ -38,6 +42,7 @@ class Candidate:
     resident: float
     transient: float
     shortfall: float = 0.0
+    host: float = 0.0
 
     @property
     def memory(self) -> float:
@@ -195,12 +200,13 @@ class CandidateDirectory:
         whose KV pool holds one sequence of the maximum length,
         :attr:`Candidate.starts`) and are not dominated,
         fastest first. A candidate is dominated when another on the same
-        shape is no slower and needs no more resident and transient memory,
-        and has the same weight layout (tp, pp, ZeRO-3 shards: what pub lags
+        shape is no slower and needs no more resident, transient and host
+        memory, and has the same weight layout (tp, pp, ZeRO-3 shards: what pub lags
         depend on) unless no pub edge touches the vertex: replacing it never
         lengthens a schedule (durations and lags are no larger) nor raises a
-        GPU's peak, so the optimum over the plan space is unchanged. Only
-        shapes with a block the vertex may use (:meth:`blocks`) appear.
+        GPU's or a node's peak, so the optimum over the plan space is
+        unchanged. Only shapes with a block the vertex may use (:meth:`blocks`)
+        appear.
     """
 
     def __init__(self, instance: Instance, cluster: Cluster | None = None) -> None:
@@ -313,9 +319,17 @@ class CandidateDirectory:
                 footprint.resident,
                 footprint.transient,
                 shortfall,
+                self._host_bytes(template_vertex, strategy),
             )
             self._cache[key] = found
         return found
+
+    def _host_bytes(self, vertex: Vertex, strategy: Strategy) -> float:
+        """Host bytes per GPU of ``vertex``: offloaded states, or a sleeping engine's weights."""
+        colocation = self.cost.colocation
+        if vertex.kind is Kind.GENERATE:
+            return colocation.engine_host_bytes(vertex.model, strategy)
+        return colocation.held_bytes(vertex.kind, vertex.model, strategy)
 
     def blocks(self, vertex: int, shape: tuple[int, int, int]) -> tuple[Block, ...]:
         """The blocks of ``shape`` that ``vertex`` may use (block pins applied), by start.
@@ -421,13 +435,14 @@ def _non_dominated(candidates: list[Candidate], layout_free: bool = False) -> li
         groups.setdefault(_dominance_key(candidate, layout_free), []).append(candidate)
     kept = []
     for group in groups.values():
-        group.sort(key=lambda c: (c.time, c.resident, c.transient, *_candidate_order(c)))
+        group.sort(key=lambda c: (c.time, c.resident, c.transient, c.host, *_candidate_order(c)))
         front: list[Candidate] = []
         for candidate in group:
             dominated = any(
                 other.time <= candidate.time
                 and other.resident <= candidate.resident
                 and other.transient <= candidate.transient
+                and other.host <= candidate.host
                 for other in front
             )
             if not dominated:

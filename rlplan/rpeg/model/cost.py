@@ -49,6 +49,7 @@ from operator import attrgetter
 import numpy as np
 
 from rlplan.rpeg.model.blocks import Cluster
+from rlplan.rpeg.model.colocation import ColocationCosts
 from rlplan.rpeg.schema.hardware import Hardware
 from rlplan.rpeg.schema.instance import Instance
 from rlplan.rpeg.schema.models import ModelSpec
@@ -276,6 +277,8 @@ class CostModel:
             model: parameter_count(spec, model) for model, spec in instance.models.items()
         }
         self._tails: dict[tuple, float] = {}
+        #: Offload, sleep and wake, refit (docs/cost-model.md#colocation).
+        self.colocation = ColocationCosts(self)
         workload = self.workload
         s = workload.context_length
         if self.engine.sequence_packing:
@@ -328,10 +331,6 @@ class CostModel:
         """Point-to-point transfer at a level."""
         hw = self.hardware
         return p2p_time(nbytes, hw.alpha_p2p[level], hw.beta_p2p[level])
-
-    def host_transfer(self, nbytes: float) -> float:
-        """Seconds to move ``nbytes`` between host and one GPU (offload)."""
-        return nbytes / self.hardware.host_bandwidth
 
     def replica_sequences(self, strategy: Strategy) -> int:
         """Sequences of the slowest data-parallel replica ``ceil(B*K/dp)``."""
@@ -406,8 +405,7 @@ class CostModel:
         )
         stage = self.kernel_time(gemm) + non_gemm + tp_comm + pp_comm
         passes = (strategy.microbatches + strategy.pp - 1) * stage
-        load = self.host_transfer(self.weight_shard(model, strategy)) if strategy.offload else 0.0
-        return passes + load
+        return passes + self.colocation.onload(Kind.INFER, model, strategy)
 
     def _train_time(self, model: str, strategy: Strategy, levels: tuple[str, str, str]) -> float:
         b = self.microbatch_sequences(strategy)
@@ -427,9 +425,9 @@ class CostModel:
         else:
             sync = self.allreduce(shard, strategy.dp, levels[2])
             total = (strategy.microbatches + strategy.pp - 1) * stage + sync
-        if strategy.offload:
-            total += 2 * self.host_transfer(self.train_states(model, strategy))
-        return total
+        colocation = self.colocation
+        onload = colocation.onload(Kind.TRAIN, model, strategy)
+        return total + onload + colocation.offload(Kind.TRAIN, model, strategy)
 
     def decode_round(
         self,

@@ -8,11 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rlplan.rpeg.errors import InstanceError, describe
 from rlplan.rpeg.schema.checks import check_keys, mapping
 from rlplan.rpeg.schema.fields import (
     BOOLEAN,
     NONNEGATIVE_FLOAT,
     Field,
+    ValueType,
     check_fields,
     keys,
     read_fields,
@@ -22,6 +24,25 @@ from rlplan.rpeg.schema.fields import (
 #: (docs/cost-model.md; vLLM's profile run reserves about this much for an
 #: 8B model beside weights and KV cache).
 DEFAULT_ROLLOUT_WORKSPACE = 2e9
+
+#: Host memory the training states are offloaded to (docs/cost-model.md#colocation).
+OFFLOAD_MEMORY = ("pinned", "pageable")
+#: vLLM sleep levels of a colocated rollout engine (docs/cost-model.md#colocation).
+SLEEP_LEVELS = (1, 2)
+
+
+def _one_of(allowed: tuple, words: str) -> ValueType:
+    """A value that must be one of ``allowed``."""
+
+    def check(value: Any, path: str) -> Any:
+        if isinstance(value, str):
+            value = value.strip()
+        if isinstance(value, bool) or value not in allowed:
+            raise InstanceError(path, f"must be {words}, got {describe(value)}")
+        return value
+
+    return ValueType(words, check, lambda limit: {"enum": list(allowed)})
+
 
 ENGINE_FIELDS = (
     Field("flash_attention", BOOLEAN, True, "Attention scores are never materialised"),
@@ -36,6 +57,18 @@ ENGINE_FIELDS = (
         NONNEGATIVE_FLOAT,
         DEFAULT_ROLLOUT_WORKSPACE,
         "Memory per GPU the rollout engine needs beside weights and KV pool",
+    ),
+    Field(
+        "offload_memory",
+        _one_of(OFFLOAD_MEMORY, "pinned or pageable"),
+        "pinned",
+        "Host memory offloaded training states live in: pinned or pageable",
+    ),
+    Field(
+        "sleep_level",
+        _one_of(SLEEP_LEVELS, "1 or 2"),
+        1,
+        "vLLM sleep level of a colocated rollout: 1 keeps its weights in host memory, 2 drops them",
     ),
 )
 ENGINE_KEYS = keys(ENGINE_FIELDS)
@@ -69,6 +102,22 @@ class EngineConfig:
         default); ``false`` is vLLM's ``enforce_eager`` (verl's rollout
         default until 2025), which adds ``hardware.eager_layer_overhead`` per
         layer to every decode step.
+    offload_memory
+        Whether offloaded training states live in pinned or pageable host
+        memory, which sets the host rates their transfers use. Pinned by
+        default: verl's offload helpers copy with ``.to("cpu",
+        non_blocking=True)`` (pinned destination) or ``.cpu().pin_memory()``
+        (volcengine/verl verl/utils/fsdp_utils.py, verl/utils/megatron_utils.py);
+        NeMo RL's ``offload_before_refit``/``offload_after_refit`` move them
+        with a plain ``.to("cpu")``, pageable (NVIDIA-NeMo/RL
+        nemo_rl/models/policy/megatron_policy_worker.py).
+    sleep_level
+        vLLM sleep level of a colocated rollout engine. Level 1 copies the
+        weights to host memory and back (NeMo RL ``self.llm.sleep(level=1)``,
+        nemo_rl/models/generation/vllm/vllm_worker.py; OpenRLHF
+        openrlhf/trainer/ray/vllm_engine.py); level 2 drops them and the
+        refit reloads them (verl with vLLM >= 0.8.5,
+        verl/third_party/vllm/__init__.py ``VLLM_SLEEP_LEVEL = 2``).
     """
 
     flash_attention: bool = True
@@ -77,6 +126,8 @@ class EngineConfig:
     rollout_workspace: float = DEFAULT_ROLLOUT_WORKSPACE
     reference_model: bool = True
     cuda_graphs: bool = True
+    offload_memory: str = "pinned"
+    sleep_level: int = 1
 
     def __post_init__(self) -> None:
         check_fields(self, ENGINE_FIELDS, "engine")

@@ -26,7 +26,7 @@ from rlplan.rpeg.schema.fields import (
     read_fields,
 )
 from rlplan.rpeg.schema.limits import check_cluster_size, check_range
-from rlplan.rpeg.schema.presets import expand_hardware
+from rlplan.rpeg.schema.presets import HOST_RATE_KEYS, PAGEABLE_SLOWDOWN, expand_hardware
 
 #: Communication levels: inside a node (g), across nodes of a rack (n), across racks (r).
 LEVELS = ("g", "n", "r")
@@ -42,9 +42,12 @@ LEVELS = ("g", "n", "r")
 #: 794.5 of 989 TFLOP/s (80.3 %), A100 SXM 271.2 of 312 (86.9 %); 0.8 is the
 #: H100 figure rounded.
 DEFAULT_GEMM_EFFICIENCY = 0.8
-#: Host-to-GPU bandwidth per GPU for offloaded states: PCIe 4.0 x16, 32 GB/s
-#: raw per direction, about 25 GB/s achieved (PCI-SIG PCIe 4.0 specification;
-#: the figure the DeepSpeed ZeRO-Offload paper, Ren et al. 2021, uses).
+#: Host-GPU bandwidth per GPU without a preset: PCIe 4.0 x16, 32 GB/s raw per
+#: direction (PCI-SIG PCIe 4.0 specification), 25.13 GB/s host-to-device
+#: measured from pinned memory on an A100-SXM4-40GB (NVIDIA/nvbandwidth issue
+#: 42) and about 25 GB/s device-to-host (issue 53); the figure the DeepSpeed
+#: ZeRO-Offload paper (Ren et al. 2021) uses too. It is the pinned rate of both
+#: directions below (``host_bandwidth``, when written, sets all four rates).
 DEFAULT_HOST_BANDWIDTH = 25e9
 #: Fixed cost of one rollout-engine decode step (scheduling, sampling,
 #: detokenisation) and the fraction of HBM bandwidth a decode step reaches.
@@ -92,6 +95,28 @@ DEFAULT_MEMORY_RESERVE_BYTES = float(1 << 30)
 #: across eight LLMs trained with recomputation, offloading, ZeRO and LoRA on
 #: 80 GB GPUs; 9.2 / 80 = 0.115.
 DEFAULT_MEMORY_RESERVE = 0.115
+#: Host rates per GPU without a preset (bytes/s): PCIe 4.0 x16 from pinned
+#: memory, and pageable memory ``PAGEABLE_SLOWDOWN`` (2.4) times slower (its
+#: source is in :mod:`rlplan.rpeg.schema.presets`).
+DEFAULT_HOST_TO_DEVICE_PINNED = DEFAULT_HOST_BANDWIDTH
+DEFAULT_HOST_TO_DEVICE_PAGEABLE = DEFAULT_HOST_BANDWIDTH / PAGEABLE_SLOWDOWN
+DEFAULT_DEVICE_TO_HOST_PINNED = DEFAULT_HOST_BANDWIDTH
+DEFAULT_DEVICE_TO_HOST_PAGEABLE = DEFAULT_HOST_BANDWIDTH / PAGEABLE_SLOWDOWN
+#: Host memory per GPU without a preset (bytes); ``host_memory_per_node``
+#: defaults to this times ``gpus_per_node``. 1 TB for 8 GPUs, the smallest
+#: sourced figure of an 8-GPU training server (Inspur NF5488A5, 8 x A100 SXM:
+#: mlcommons/training_results_v1.0 Inspur/systems/nf5488a5_pytorch.json,
+#: "host_memory_capacity": "1TB"); H100 and H200 servers hold 2 TB.
+DEFAULT_HOST_MEMORY_PER_GPU = 128e9
+#: The four host rates (docs/cost-model.md#colocation): which one a transfer
+#: uses depends on its direction and on whether its host buffer is pinned.
+HOST_RATES = HOST_RATE_KEYS
+_HOST_RATE_DEFAULTS = {
+    "host_to_device_pinned": DEFAULT_HOST_TO_DEVICE_PINNED,
+    "host_to_device_pageable": DEFAULT_HOST_TO_DEVICE_PAGEABLE,
+    "device_to_host_pinned": DEFAULT_DEVICE_TO_HOST_PINNED,
+    "device_to_host_pageable": DEFAULT_DEVICE_TO_HOST_PAGEABLE,
+}
 
 # ----------------------------------------------------------------------------
 # Declarations
@@ -164,12 +189,6 @@ HARDWARE_OPTIONAL = (
         "Largest fraction of the peak a large GEMM reaches",
     ),
     _knob(
-        "host_bandwidth",
-        POSITIVE_FLOAT,
-        DEFAULT_HOST_BANDWIDTH,
-        "Host-to-GPU bandwidth per GPU for offloaded states",
-    ),
-    _knob(
         "decode_step_overhead",
         NONNEGATIVE_FLOAT,
         DEFAULT_DECODE_STEP_OVERHEAD,
@@ -188,8 +207,40 @@ HARDWARE_OPTIONAL = (
         "Extra decode-step time per layer without CUDA graphs",
     ),
 )
+_DIRECTION_WORDS = {
+    "host_to_device": "Host-to-GPU",
+    "device_to_host": "GPU-to-host",
+}
+#: Host link and host memory (docs/cost-model.md#colocation). Unset (None)
+#: until :class:`Hardware` fills them: ``host_bandwidth``, when written, is
+#: every host rate the section does not write; otherwise a rate defaults to
+#: its preset's value or to ``DEFAULT_*``.
+HARDWARE_HOST = (
+    _knob(
+        "host_bandwidth",
+        POSITIVE_FLOAT,
+        None,
+        "Every host rate at once (overrides the preset's host rates)",
+    ),
+    *(
+        _knob(
+            rate,
+            POSITIVE_FLOAT,
+            None,
+            f"{_DIRECTION_WORDS[rate.rsplit('_', 1)[0]]} bytes/s per GPU from "
+            f"{rate.rsplit('_', 1)[1]} host memory",
+        )
+        for rate in HOST_RATES
+    ),
+    _knob(
+        "host_memory_per_node",
+        POSITIVE_FLOAT,
+        None,
+        "Host memory of one node for offloaded states and sleeping engines",
+    ),
+)
 #: Every declared ``hardware`` field, in the order the allowed keys are listed.
-HARDWARE_FIELDS = (*HARDWARE_REQUIRED, *HARDWARE_COMM, *HARDWARE_OPTIONAL)
+HARDWARE_FIELDS = (*HARDWARE_REQUIRED, *HARDWARE_COMM, *HARDWARE_OPTIONAL, *HARDWARE_HOST)
 #: Every key of the section: ``preset`` and the declared fields.
 HARDWARE_KEYS = ("preset", *keys(HARDWARE_FIELDS))
 #: The order fields are read in: the shape and GPU figures, each level's
@@ -204,6 +255,7 @@ _READ_ORDER = (
         for kind in ("alpha", "beta")
     ),
     *HARDWARE_OPTIONAL,
+    *HARDWARE_HOST,
 )
 
 
@@ -235,10 +287,17 @@ class Hardware:
     memory_reserve: float = DEFAULT_MEMORY_RESERVE
     memory_reserve_bytes: float = DEFAULT_MEMORY_RESERVE_BYTES
     gemm_efficiency: float = DEFAULT_GEMM_EFFICIENCY
-    host_bandwidth: float = DEFAULT_HOST_BANDWIDTH
     decode_step_overhead: float = DEFAULT_DECODE_STEP_OVERHEAD
     non_gemm_ratio: float = DEFAULT_NON_GEMM_RATIO
     eager_layer_overhead: float = DEFAULT_EAGER_LAYER_OVERHEAD
+    #: Written override of every host rate; None when not written. The rates and
+    #: the host memory are None only until ``__post_init__`` fills them.
+    host_bandwidth: float | None = None
+    host_to_device_pinned: float = None  # type: ignore[assignment]
+    host_to_device_pageable: float = None  # type: ignore[assignment]
+    device_to_host_pinned: float = None  # type: ignore[assignment]
+    device_to_host_pageable: float = None  # type: ignore[assignment]
+    host_memory_per_node: float = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         check_fields(self, HARDWARE_REQUIRED[:3], "hardware")
@@ -262,6 +321,22 @@ class Hardware:
                 f"{self.memory_reserve:g} leave no usable memory of the "
                 f"{self.memory_per_gpu:g} bytes per GPU",
             )
+        self._fill_host()
+
+    def _fill_host(self) -> None:
+        """Fill the unset host rates (``host_bandwidth``, else the default) and host memory."""
+        if self.host_bandwidth is not None:
+            POSITIVE_FLOAT.check(self.host_bandwidth, "hardware.host_bandwidth")
+        for rate in HOST_RATES:
+            if getattr(self, rate) is None:
+                fallback = self.host_bandwidth
+                object.__setattr__(
+                    self, rate, _HOST_RATE_DEFAULTS[rate] if fallback is None else fallback
+                )
+        if self.host_memory_per_node is None:
+            default = DEFAULT_HOST_MEMORY_PER_GPU * self.gpus_per_node
+            object.__setattr__(self, "host_memory_per_node", default)
+        check_fields(self, HARDWARE_HOST[1:], "hardware")
 
     @property
     def num_gpus(self) -> int:

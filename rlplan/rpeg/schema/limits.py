@@ -68,6 +68,13 @@ LIMITS: dict[str, Range] = {
     "hardware.alpha_*": Range(0, 1, "seconds"),
     "hardware.beta_*": Range(1e6, 1e16, "bytes/s"),
     "hardware.host_bandwidth": Range(1e6, 1e16, "bytes/s"),
+    "hardware.host_to_device_pinned": Range(1e6, 1e16, "bytes/s"),
+    "hardware.host_to_device_pageable": Range(1e6, 1e16, "bytes/s"),
+    "hardware.device_to_host_pinned": Range(1e6, 1e16, "bytes/s"),
+    "hardware.device_to_host_pageable": Range(1e6, 1e16, "bytes/s"),
+    # Host memory of a node: 1 MB (hand-checkable tests) to 1 PB (no server comes near:
+    # the largest hold tens of TB).
+    "hardware.host_memory_per_node": Range(1e6, 1e15, "bytes"),
     "hardware.gemm_m_half": Range(0, 1e7, "tokens"),
     "hardware.gemm_k_half": Range(0, 1e7, "elements"),
     "hardware.non_gemm_constant": Range(0, 1, "seconds"),

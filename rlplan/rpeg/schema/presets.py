@@ -5,8 +5,9 @@ Three shortcuts fill instance fields so a user need not copy numbers by hand
 
 * ``hardware: {preset: h100-sxm-80g, racks: 1, nodes_per_rack: 2,
   gpus_per_node: 8}`` fills ``flops_per_gpu``, ``memory_per_gpu``,
-  ``memory_bandwidth`` and the eighteen ``alpha_*`` / ``beta_*``
-  communication figures from :data:`GPU_PRESETS`;
+  ``memory_bandwidth``, the eighteen ``alpha_*`` / ``beta_*``
+  communication figures, the four host rates of the GPU's host link and
+  ``host_memory_per_node`` from :data:`GPU_PRESETS`;
 * ``models.<role>: {preset: llama-3.1-8b}`` fills the shape from
   :data:`MODEL_PRESETS`;
 * ``models.<role>: {hf_config: path/to/config.json}`` reads the shape from a
@@ -39,6 +40,13 @@ from typing import Any
 from rlplan.rpeg.errors import InstanceError, did_you_mean
 
 LEVELS = ("g", "n", "r")
+#: The host rates a preset fills (the four ``hardware`` host-rate fields).
+HOST_RATE_KEYS = (
+    "host_to_device_pinned",
+    "host_to_device_pageable",
+    "device_to_host_pinned",
+    "device_to_host_pageable",
+)
 
 #: Collective and point-to-point latencies (s) at levels g, n, r of GPUs
 #: joined by NVLink 4 inside a node and NDR InfiniBand across nodes
@@ -54,6 +62,91 @@ NVLINK3_ALPHA_P2P = (4e-6, 1e-5, 2e-5)
 #: shipped RTX 4090 instances use them).
 PCIE_ALPHA_COLL = (1e-5, 2e-5, 4e-5)
 PCIE_ALPHA_P2P = (8e-6, 1.5e-5, 3e-5)
+
+
+#: Pageable host memory moves this many times slower than pinned memory: the
+#: largest transfers of the cudaMemcpy measurement in "Memory Transfer
+#: Overhead" (University of Virginia, cs.virginia.edu/~mwb7w/cuda_support/
+#: memory_transfer_overhead.html: "At the largest transfer sizes, pinned memory
+#: provides approximately 2.4x higher" throughput; GTX 280, PCIe 2.0). An old
+#: machine, the only published ratio found; PyTorch's pin_memory tutorial
+#: (pytorch.org/tutorials/intermediate/pinmem_nonblock) gives the same order.
+PAGEABLE_SLOWDOWN = 2.4
+
+
+@dataclass(frozen=True)
+class HostLink:
+    """How a GPU reaches its node's host memory, per GPU and direction (bytes/s).
+
+    Attributes
+    ----------
+    name
+        The link (``PCIe Gen5 x16``).
+    host_to_device, device_to_host
+        Pinned-memory rates with every GPU of the node transferring at once;
+        pageable memory is :data:`PAGEABLE_SLOWDOWN` times slower.
+    source
+        Where the figures come from.
+    """
+
+    name: str
+    host_to_device: float
+    device_to_host: float
+    source: str
+
+    def fields(self) -> dict[str, float]:
+        """The four ``hardware`` host rates of this link."""
+        return {
+            "host_to_device_pinned": self.host_to_device,
+            "host_to_device_pageable": self.host_to_device / PAGEABLE_SLOWDOWN,
+            "device_to_host_pinned": self.device_to_host,
+            "device_to_host_pageable": self.device_to_host / PAGEABLE_SLOWDOWN,
+        }
+
+
+#: PCIe Gen4 x16 to its own GPU: 25.13 GB/s host-to-device measured with
+#: nvbandwidth host_to_device_memcpy_sm on an A100-SXM4-40GB at 512 MiB - 1 GiB
+#: (NVIDIA/nvbandwidth issue 42); device-to-host about 25 GB/s on an A100 80GB
+#: (NVIDIA/nvbandwidth issue 53: "D2H maintains ~25 GB/s").
+PCIE_GEN4_X16 = HostLink(
+    "PCIe Gen4 x16",
+    25.13e9,
+    25e9,
+    "nvbandwidth measurements on A100 (NVIDIA/nvbandwidth issues 42 and 53)",
+)
+#: PCIe Gen4 x16 shared by two GPUs behind one PCIe switch (HGX A100 boards):
+#: "over 11 GB/s per GPU when two GPUs that connected to the same NIC were under
+#: test concurrently. If only one GPU was under test, the bandwidth was over 22
+#: GB/s" (Inspur NF5488A5, 8 x A100 SXM; mlcommons/inference_results_v1.1
+#: closed/Inspur/documentation/start_from_device/Start_From_Device.md). An RL
+#: step moves every GPU's states at once, so the shared figure applies.
+PCIE_GEN4_X16_SHARED = HostLink(
+    "PCIe Gen4 x16, shared by a GPU pair",
+    11e9,
+    11e9,
+    "Inspur NF5488A5 measurement with both GPUs of a PCIe switch active "
+    "(mlcommons/inference_results_v1.1 Start_From_Device.md)",
+)
+#: PCIe Gen5 x16: 35.2 GB/s host-to-device and 52.8 GB/s device-to-host per GPU
+#: with nvbandwidth's SM copy kernels on an 8-GPU H100 SXM cluster, "similar
+#: results with H20 and H800" (NVIDIA/nvbandwidth issue 24, 2024-09-11).
+PCIE_GEN5_X16 = HostLink(
+    "PCIe Gen5 x16",
+    35.2e9,
+    52.8e9,
+    "nvbandwidth measurements on 8 x H100 SXM, similar on H20 (NVIDIA/nvbandwidth issue 24)",
+)
+#: NVLink-C2C of Grace Hopper / Grace Blackwell: 346 GB/s host-to-device
+#: measured on a GH200 with nvbandwidth (copy engine), device-to-host about 15 %
+#: slower (NVIDIA/nvbandwidth issue 23: "For GH200, H2D is approximately 15%
+#: faster than D2H"), of 450 GB/s per direction (NVIDIA Grace Hopper
+#: architecture). For a Grace preset; the GPUs listed below all use PCIe.
+NVLINK_C2C = HostLink(
+    "NVLink-C2C",
+    346e9,
+    346e9 / 1.15,
+    "nvbandwidth on GH200 (NVIDIA/nvbandwidth issue 23)",
+)
 
 
 @dataclass(frozen=True)
@@ -79,6 +172,14 @@ class GpuPreset:
         Latencies (s) at levels g, n, r.
     source
         Where the figures come from, and which are assumptions.
+    host
+        The host link of a typical server of this GPU (None: the defaults of
+        :mod:`rlplan.rpeg.schema.hardware`).
+    host_memory_per_gpu
+        Host memory of such a server divided by its GPUs (bytes); the preset
+        fills ``host_memory_per_node`` as this times ``gpus_per_node``.
+    host_source
+        Where the host figures come from.
     """
 
     name: str
@@ -90,6 +191,9 @@ class GpuPreset:
     alpha_coll: tuple[float, float, float]
     alpha_p2p: tuple[float, float, float]
     source: str
+    host: HostLink | None = None
+    host_memory_per_gpu: float | None = None
+    host_source: str = ""
 
     def fields(self) -> dict[str, float]:
         """The ``hardware`` fields this preset fills, keyed as in the instance file.
@@ -109,6 +213,8 @@ class GpuPreset:
             for index, level in enumerate(LEVELS):
                 values[f"alpha_{mode}_{level}"] = alphas[index]
                 values[f"beta_{mode}_{level}"] = self.bandwidth[index]
+        if self.host is not None:
+            values.update(self.host.fields())
         return values
 
 
@@ -129,6 +235,11 @@ _GPUS = (
         NVLINK_ALPHA_P2P,
         "NVIDIA H100 datasheet (dense BF16, HBM3, NVLink 4); 400 Gb/s NDR IB per GPU and "
         "half of it across racks assumed",
+        PCIE_GEN5_X16,
+        256e9,
+        "PCIe Gen5 x16 (nvbandwidth issue 24); 2 TB for 8 GPUs (Dell XE9680, 8 x H100 SXM: "
+        "mlcommons/inference_results_v3.1 closed/Dell/systems/XE9680_H100_SXM_80GBx8_TRT.json, "
+        '"host_memory_capacity": "2 TB")',
     ),
     # NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200):
     # H200 SXM BF16 1,979 TFLOP/s with sparsity = 989 dense; 141 GB HBM3e at
@@ -145,6 +256,11 @@ _GPUS = (
         NVLINK_ALPHA_P2P,
         "NVIDIA H200 datasheet (dense BF16, HBM3e, NVLink 4); 400 Gb/s NDR IB per GPU and "
         "half of it across racks assumed",
+        PCIE_GEN5_X16,
+        256e9,
+        "PCIe Gen5 x16 as the H100 (assumed: the same HGX board generation); 2 TB for 8 GPUs "
+        "(mlcommons/inference_results_v4.1 closed/NVIDIA/systems/H200-SXM-141GBx8_TRT_MaxQ.json, "
+        '"host_memory_capacity": "2 TB")',
     ),
     # NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100):
     # BF16 312 TFLOP/s dense (624 with sparsity); A100 80GB SXM: HBM2e at
@@ -162,6 +278,11 @@ _GPUS = (
         NVLINK3_ALPHA_P2P,
         "NVIDIA A100 datasheet (dense BF16, HBM2e, NVLink 3); 200 Gb/s HDR IB per GPU and "
         "half of it across racks assumed",
+        PCIE_GEN4_X16_SHARED,
+        128e9,
+        "PCIe Gen4 x16 shared by a GPU pair (Inspur NF5488A5 measurement); 1 TB for 8 GPUs "
+        "(Inspur NF5488A5, 8 x A100-SXM4-80GB: mlcommons/training_results_v1.0 "
+        'Inspur/systems/nf5488a5_pytorch.json, "host_memory_capacity": "1TB")',
     ),
     # The same datasheet, A100 40GB SXM: HBM2 at 1,555 GB/s; otherwise as above.
     GpuPreset(
@@ -175,6 +296,10 @@ _GPUS = (
         NVLINK3_ALPHA_P2P,
         "NVIDIA A100 datasheet (dense BF16, HBM2, NVLink 3); 200 Gb/s HDR IB per GPU and "
         "half of it across racks assumed",
+        PCIE_GEN4_X16_SHARED,
+        128e9,
+        "PCIe Gen4 x16 shared by a GPU pair, as the 80 GB A100; 1 TB for 8 GPUs assumed as "
+        "for the 80 GB HGX A100 server (no 40 GB server figure found)",
     ),
     # NVIDIA publishes no H20 datasheet in public; the figures verl uses:
     # 148 TFLOP/s dense BF16 (volcengine/verl verl/utils/flops_counter.py,
@@ -194,6 +319,10 @@ _GPUS = (
         "no public NVIDIA datasheet: verl's flops_counter.py (148 TFLOP/s) and third-party "
         "specifications (96 GB HBM3, 4.0 TB/s, NVLink 900 GB/s); 400 Gb/s IB per GPU and "
         "half of it across racks assumed",
+        PCIE_GEN5_X16,
+        256e9,
+        "PCIe Gen5 x16 (nvbandwidth issue 24 reports similar figures on H20); 2 TB for 8 GPUs "
+        "assumed as for HGX H100/H200 servers (no H20 server figure found)",
     ),
     # NVIDIA L40S datasheet (nvidia.com/en-us/data-center/l40s): BF16 tensor
     # 362.05 TFLOP/s dense (733 with sparsity); 48 GB GDDR6 at 864 GB/s; no
@@ -211,6 +340,11 @@ _GPUS = (
         PCIE_ALPHA_P2P,
         "NVIDIA L40S datasheet (dense BF16, GDDR6, PCIe Gen4 x16 without NVLink); ~25 GB/s "
         "achieved over PCIe, 100 GbE per GPU and half of it across racks assumed",
+        PCIE_GEN4_X16,
+        100e9,
+        "PCIe Gen4 x16 to each GPU (nvbandwidth issues 42 and 53); 400 GB for 4 GPUs (an AWS "
+        '4 x L40S node\'s wandb-metadata.json: "memory": {"total": "400220504064"}, Hugging Face '
+        "apjanco/es_qwen2_vl_pangea)",
     ),
     # NVIDIA Ada Lovelace GPU architecture whitepaper (RTX 4090): peak BF16
     # tensor with FP32 accumulate 165.2 TFLOP/s dense (330.4 with sparsity);
@@ -229,6 +363,10 @@ _GPUS = (
         "NVIDIA Ada Lovelace whitepaper (dense BF16 with FP32 accumulate, GDDR6X, PCIe 4.0 "
         "x16); ~25 GB/s achieved over PCIe, 100 GbE per GPU and half of it across racks "
         "assumed",
+        PCIE_GEN4_X16,
+        32e9,
+        "PCIe Gen4 x16 to each GPU (nvbandwidth issues 42 and 53); 32 GB of host memory per "
+        "GPU assumed (a 256 GB workstation for 8 GPUs; no figure found)",
     ),
 )
 
@@ -452,7 +590,16 @@ def expand_hardware(section: Mapping[str, Any]) -> dict[str, Any]:
     """
     if section.get("preset") is None:
         return {key: value for key, value in section.items() if key != "preset"}
-    values: dict[str, Any] = gpu_preset(section["preset"]).fields()
+    preset = gpu_preset(section["preset"])
+    values: dict[str, Any] = preset.fields()
+    if section.get("host_bandwidth") is not None:
+        # A written host_bandwidth stands for every host rate the section does
+        # not write itself, the preset's included (docs/instance.md).
+        for key in HOST_RATE_KEYS:
+            values.pop(key, None)
+    gpus = section.get("gpus_per_node")
+    if preset.host_memory_per_gpu is not None and isinstance(gpus, int) and gpus > 0:
+        values["host_memory_per_node"] = preset.host_memory_per_gpu * gpus
     values.update((key, value) for key, value in section.items() if key != "preset")
     return values
 

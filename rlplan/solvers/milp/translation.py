@@ -71,16 +71,37 @@ class MilpVariables:
             capacity,
         )
         self.transient = model.variables("transient", range(len(self.units)), 0, capacity)
+        # Colocation of each rollout engine and the seconds it adds to its duration.
+        self.colocated = model.variables("colocated", f.engines, 0, 1, binary=True)
+        self.colocation = model.variables("colocation", f.engines, 0, self.horizon)
+        # Host memory per node (GB): per model, and per sleeping engine.
+        self.host_rows = list(rows.host_memory_rows(f))
+        host_capacity = f.host_capacity / GB
+        self.host = model.variables(
+            "host",
+            [(name, row.node) for row in self.host_rows for name in row.models],
+            0,
+            host_capacity,
+        )
+        self.engine_host = model.variables(
+            "engine_host",
+            [(t.vertex, row.node) for row in self.host_rows for t in row.vertices if t.engine],
+            0,
+            host_capacity,
+        )
 
     # -- expressions -------------------------------------------------------------------
 
     def duration_of_choice(self, vertex: int) -> Expr:
-        """Σ duration·x of ``vertex`` (s): what ``duration[vertex]`` equals."""
+        """``duration[vertex]`` (s): Σ duration·x, plus ``colocation`` for an engine."""
         f = self.formulation
-        return Expr.total(
+        total = Expr.total(
             (self.choose.col((vertex, i)), a.duration * f.unit)
             for i, a in enumerate(f.assignments[vertex])
         )
+        if vertex in f.engines:
+            total = total + self.colocation[vertex]
+        return total
 
     def end(self, run: int) -> Expr:
         """End of ``run`` (s)."""
@@ -110,10 +131,17 @@ class MilpVariables:
         """Every column's value in the heuristic plan (as converted by the formulation)."""
         f = self.formulation
         values = np.zeros(self.model.num_columns)
+        durations = f.durations(chosen)
         for vertex, items in enumerate(f.assignments):
             values[self.choose.col((vertex, chosen[vertex]))] = 1.0
             values[self.on_block.col((vertex, f.block_index[items[chosen[vertex]].block]))] = 1.0
-            values[self.duration.col(vertex)] = items[chosen[vertex]].duration * f.unit
+            values[self.duration.col(vertex)] = durations[vertex] * f.unit
+        colocated = f.colocated_of(chosen)
+        for engine in f.engines:
+            values[self.colocated.col(engine)] = float(colocated[engine])
+            switch = f.assignments[engine][chosen[engine]].switch if colocated[engine] else 0
+            values[self.colocation.col(engine)] = switch * f.unit
+        self._host_start(values, chosen, colocated)
         for m, value in staleness.items():
             if (m, value) in self.staleness.index:
                 values[self.staleness.col((m, value))] = 1.0
@@ -133,6 +161,18 @@ class MilpVariables:
                 column = self.transient.col(u)
                 values[column] = max(values[column], item.transient / GB)
         return values
+
+    def _host_start(self, values: np.ndarray, chosen: list[int], colocated: tuple) -> None:
+        """The host-memory columns of the warm start: the largest chosen terms, in GB."""
+        for row in self.host_rows:
+            for terms in row.vertices:
+                held = dict(terms.terms).get(chosen[terms.vertex], 0) / GB
+                if terms.engine:
+                    column = self.engine_host.col((terms.vertex, row.node))
+                    held = held if colocated[terms.vertex] else 0.0
+                else:
+                    column = self.host.col((terms.model, row.node))
+                values[column] = max(values[column], held)
 
     def chosen(self, values: np.ndarray) -> tuple[list[int], dict[str, int], list[float]]:
         """Assignment indices, staleness and run starts (units) of a solution vector."""
@@ -167,7 +207,10 @@ class MilpModel:
         "gpu_exclusivity",
         "precedence",
         "staleness",
+        "engine_colocation",
+        "refit",
         "memory_capacity",
+        "host_memory",
         "objective_makespan",
         "gpu_load",
         "gpu_area",
@@ -183,7 +226,10 @@ class MilpModel:
         self._gpu_exclusivity()
         self._precedence()
         self._staleness()
+        self._engine_colocation()
+        self._refit()
         self._memory_capacity()
+        self._host_memory()
         self._objective()
         self._gpu_load()
         self._gpu_area()
@@ -244,21 +290,71 @@ class MilpModel:
         A synchronous edge (old log-probs) has σ = 0 whatever is chosen. A row
         with k conditions is switched off by ``(big-M + lag) * (k - Σ conditions)``.
         """
+        self.model.start_family("staleness")
+        for row in rows.pub_rows(self.formulation):
+            self._switched_lag_row(row)
+
+    def _switched_lag_row(self, row: rows.LagRow) -> None:
+        """``start >= end + lag``, switched off by ``(big-M + lag) * (k - Σ conditions)``."""
+        f, v = self.formulation, self.vars
+        lag = row.lag * f.unit
+        if not row.conditions:
+            self.model.add(v.run_start[row.after] >= v.end(row.before) + lag)
+            return
+        switched = Expr()
+        for condition in row.conditions:
+            switched = switched + self._condition(condition)
+        self.model.add(
+            v.run_start[row.after]
+            >= v.end(row.before) + lag - (v.horizon + lag) * (len(row.conditions) - switched)
+        )
+
+    def _engine_colocation(self) -> None:
+        """A rollout engine sharing a GPU is colocated, and then pays its wake and sleep.
+
+        ``colocated[g] >= Σ conditions - (k - 1)``; ``colocation[g] >=
+        switch·unit·(choose[g,a] + colocated[g] - 1)`` per assignment.
+        """
         f, v, model = self.formulation, self.vars, self.model
-        model.start_family("staleness")
-        big_m = v.horizon
-        for row in rows.pub_rows(f):
-            lag = row.lag * f.unit
-            if not row.conditions:
-                model.add(v.run_start[row.after] >= v.end(row.before) + lag)
-                continue
+        model.start_family("engine_colocation")
+        for row in rows.colocation_rows(f):
             switched = Expr()
             for condition in row.conditions:
                 switched = switched + self._condition(condition)
-            model.add(
-                v.run_start[row.after]
-                >= v.end(row.before) + lag - (big_m + lag) * (len(row.conditions) - switched)
-            )
+            model.add(v.colocated[row.engine] >= switched - (len(row.conditions) - 1))
+        for terms in rows.switch_terms(f):
+            engine = terms.engine
+            for index, units in terms.terms:
+                both = v.choose[engine, index] + v.colocated[engine] - 1
+                model.add(v.colocation[engine] >= units * f.unit * both)
+
+    def _refit(self) -> None:
+        """Refits of a rollout engine from its trainer on its own block (CUDA IPC)."""
+        self.model.start_family("refit")
+        for row in rows.refit_rows(self.formulation):
+            self._switched_lag_row(row)
+
+    def _host_memory(self) -> None:
+        """Per node: Σ over models of the largest host bytes + sleeping engines ≤ capacity (GB)."""
+        f, v, model = self.formulation, self.vars, self.model
+        model.start_family("host_memory")
+        for row in v.host_rows:
+            total = Expr.total((v.host.col((name, row.node)), 1.0) for name in row.models)
+            for terms in row.vertices:
+                if terms.engine:
+                    column = v.engine_host[terms.vertex, row.node]
+                    for index, size in terms.terms:
+                        both = v.choose[terms.vertex, index] + v.colocated[terms.vertex] - 1
+                        model.add(column >= (size / GB) * both)
+                    total = total + column
+                    continue
+                model.add(
+                    v.host[terms.model, row.node]
+                    >= Expr.total(
+                        (v.choose.col((terms.vertex, i)), size / GB) for i, size in terms.terms
+                    )
+                )
+            model.add(total <= f.host_capacity / GB)
 
     def _memory_capacity(self) -> None:
         """Per GPU unit: Σ over models of the largest resident + largest transient ≤ capacity."""
