@@ -126,22 +126,25 @@ class ColocationCosts:
         vLLM's ``CuMemAllocator`` backs the weights up in pinned memory
         (``torch.empty(..., pin_memory=is_pin_memory_available())``,
         vllm/device_allocator/cumem.py) and copies them back on
-        ``wake_up``; NeMo RL wakes with ``prepare_for_generation(tags=["weights"])``
+        ``wake_up``, one copy per allocation, at ``engine.wake_link_fraction``
+        of the pinned link (measured: 0.43 on an A100); NeMo RL wakes with ``prepare_for_generation(tags=["weights"])``
         then ``["kv_cache"]`` (nemo_rl/algorithms/grpo.py).
         """
-        copy = self.engine_host_bytes(model, strategy) / self.hardware.host_to_device_pinned
-        return copy + KV_REALLOCATION_S
+        rate = self.hardware.host_to_device_pinned * self.engine.wake_link_fraction
+        return self.engine_host_bytes(model, strategy) / rate + KV_REALLOCATION_S
 
     def sleep(self, model: str, strategy: Strategy) -> float:
         """Seconds of a level-1 sleep: the weight shard to pinned host memory (KV pool freed).
 
         NeMo RL calls ``self.llm.sleep(level=1)``
-        (nemo_rl/models/generation/vllm/vllm_worker.py). Pinning fresh host
-        memory is not priced: the one published level-1 timing (10.57 s for
-        22 GiB on an A100, vllm-project/vllm PR 48337) is several times the
-        copy alone (docs/cost-model.md#colocation).
+        (nemo_rl/models/generation/vllm/vllm_worker.py). The backup goes to a
+        freshly pinned host buffer, so it runs at the slower of
+        ``engine.sleep_backup_rate`` (measured: 22 GiB in 10.57 s on an A100,
+        vllm-project/vllm PR 48337) and the device-to-host link
+        (docs/cost-model.md#colocation).
         """
-        return self.engine_host_bytes(model, strategy) / self.hardware.device_to_host_pinned
+        rate = min(self.hardware.device_to_host_pinned, self.engine.sleep_backup_rate)
+        return self.engine_host_bytes(model, strategy) / rate
 
     # -- refit ----------------------------------------------------------------------
 

@@ -12,7 +12,9 @@ from rlplan.rpeg.errors import InstanceError, describe
 from rlplan.rpeg.schema.checks import check_keys, mapping
 from rlplan.rpeg.schema.fields import (
     BOOLEAN,
+    FRACTION_OPEN_LOW,
     NONNEGATIVE_FLOAT,
+    POSITIVE_FLOAT,
     Field,
     ValueType,
     check_fields,
@@ -20,10 +22,15 @@ from rlplan.rpeg.schema.fields import (
     read_fields,
 )
 
-#: Rollout workspace (CUDA graphs, activations, sampler) per GPU, bytes
-#: (docs/cost-model.md; vLLM's profile run reserves about this much for an
-#: 8B model beside weights and KV cache).
-DEFAULT_ROLLOUT_WORKSPACE = 2e9
+#: Rollout workspace per GPU, bytes: what the engine keeps inside its
+#: gpu_memory_utilization share beside weights and KV pool. vLLM's memory
+#: profile of Llama-3-8B on one H100 at utilisation 0.9: "model weights take
+#: 14.96GiB / non_torch_memory 1.79GiB / PyTorch activation peak memory 1.26GiB"
+#: (vllm-project/vllm pull request 10511, comment of 2024-12-14):
+#: (1.79 + 1.26) x 2^30 = 3.27e9 bytes. CUDA graphs (1-3 GiB per GPU in vLLM's
+#: own log line) were captured outside that budget in those versions and are
+#: not counted (docs/cost-model.md#rollout-engine-memory).
+DEFAULT_ROLLOUT_WORKSPACE = 3.27e9
 
 #: Host memory the training states are offloaded to (docs/cost-model.md#colocation).
 OFFLOAD_MEMORY = ("pinned", "pageable")
@@ -43,6 +50,20 @@ def _one_of(allowed: tuple, words: str) -> ValueType:
 
     return ValueType(words, check, lambda limit: {"enum": list(allowed)})
 
+
+#: Bytes/s a level-1 sleep backs an engine's weights up at: vLLM allocates a
+#: fresh pinned host buffer for them at every sleep (``CuMemAllocator.sleep``,
+#: vllm/device_allocator/cumem.py), which is slower than the copy. Measured:
+#: "CPU RAM consumed by backup ~22 GiB ... Sleep latency 10.57s" for Qwen3-8B
+#: on an A100 (vllm-project/vllm pull request 48337, comment of 2026-07-15):
+#: 22 x 2^30 / 10.57 = 2.235e9 bytes/s. The sleep takes the slower of this and
+#: the device-to-host link (docs/cost-model.md#colocation).
+DEFAULT_SLEEP_BACKUP_RATE = 2.235e9
+#: Fraction of the pinned host-to-device link a level-1 wake-up reaches (one
+#: synchronous copy per allocation). Same measurement: "Wake latency 2.19s" for
+#: the 22 GiB backup, 10.79e9 bytes/s, of the A100's 25.13e9 bytes/s pinned
+#: PCIe Gen4 link (the a100 preset's rate): 0.43.
+DEFAULT_WAKE_LINK_FRACTION = 0.43
 
 ENGINE_FIELDS = (
     Field("flash_attention", BOOLEAN, True, "Attention scores are never materialised"),
@@ -69,6 +90,18 @@ ENGINE_FIELDS = (
         _one_of(SLEEP_LEVELS, "1 or 2"),
         1,
         "vLLM sleep level of a colocated rollout: 1 keeps its weights in host memory, 2 drops them",
+    ),
+    Field(
+        "sleep_backup_rate",
+        POSITIVE_FLOAT,
+        DEFAULT_SLEEP_BACKUP_RATE,
+        "Bytes/s a level-1 sleep backs the engine's weights up at (pinned allocation and copy)",
+    ),
+    Field(
+        "wake_link_fraction",
+        FRACTION_OPEN_LOW,
+        DEFAULT_WAKE_LINK_FRACTION,
+        "Fraction of the pinned host-to-device rate a level-1 wake-up reaches",
     ),
 )
 ENGINE_KEYS = keys(ENGINE_FIELDS)
@@ -118,6 +151,11 @@ class EngineConfig:
         openrlhf/trainer/ray/vllm_engine.py); level 2 drops them and the
         refit reloads them (verl with vLLM >= 0.8.5,
         verl/third_party/vllm/__init__.py ``VLLM_SLEEP_LEVEL = 2``).
+    sleep_backup_rate, wake_link_fraction
+        How fast a level-1 sleep backs the weights up (bytes/s; the slower of
+        this and the device-to-host link applies) and what fraction of the
+        pinned host-to-device link its wake-up reaches (measured values by
+        default, :data:`DEFAULT_SLEEP_BACKUP_RATE`).
     """
 
     flash_attention: bool = True
@@ -128,6 +166,8 @@ class EngineConfig:
     cuda_graphs: bool = True
     offload_memory: str = "pinned"
     sleep_level: int = 1
+    sleep_backup_rate: float = DEFAULT_SLEEP_BACKUP_RATE
+    wake_link_fraction: float = DEFAULT_WAKE_LINK_FRACTION
 
     def __post_init__(self) -> None:
         check_fields(self, ENGINE_FIELDS, "engine")

@@ -60,6 +60,12 @@ NVLINK3_ALPHA_COLL = (6e-6, 1.2e-5, 2.5e-5)
 NVLINK3_ALPHA_P2P = (4e-6, 1e-5, 2e-5)
 #: The same for GPUs that talk over PCIe inside a node (estimates; the
 #: shipped RTX 4090 instances use them).
+#: GB200 NVL72 latencies (estimates): level g inside a compute tray and level n
+#: across the trays of a rack are both NVLink 5 (one NVLink Switch hop more
+#: across trays, assumed a little above level g); level r is the InfiniBand rail
+#: between racks, as NVLINK_ALPHA_*[2].
+NVL72_ALPHA_COLL = (5e-6, 7e-6, 2e-5)
+NVL72_ALPHA_P2P = (3e-6, 4e-6, 1.5e-5)
 PCIE_ALPHA_COLL = (1e-5, 2e-5, 4e-5)
 PCIE_ALPHA_P2P = (8e-6, 1.5e-5, 3e-5)
 
@@ -140,7 +146,8 @@ PCIE_GEN5_X16 = HostLink(
 #: measured on a GH200 with nvbandwidth (copy engine), device-to-host about 15 %
 #: slower (NVIDIA/nvbandwidth issue 23: "For GH200, H2D is approximately 15%
 #: faster than D2H"), of 450 GB/s per direction (NVIDIA Grace Hopper
-#: architecture). For a Grace preset; the GPUs listed below all use PCIe.
+#: architecture). The GB200 preset uses it: no measurement of a Grace Blackwell
+#: tray's host link was found, and GB200 has the same NVLink-C2C.
 NVLINK_C2C = HostLink(
     "NVLink-C2C",
     346e9,
@@ -240,6 +247,31 @@ _GPUS = (
         "PCIe Gen5 x16 (nvbandwidth issue 24); 2 TB for 8 GPUs (Dell XE9680, 8 x H100 SXM: "
         "mlcommons/inference_results_v3.1 closed/Dell/systems/XE9680_H100_SXM_80GBx8_TRT.json, "
         '"host_memory_capacity": "2 TB")',
+    ),
+    # NVIDIA GB200 NVL72 specifications (nvidia.com/en-us/data-center/gb200-nvl72,
+    # "Individual Blackwell GPU Specifications", GB200 column, figures with sparsity):
+    # FP16/BF16 Tensor Core 5 PFLOPS = 2.5 PFLOP/s dense; 186 GB HBM3e at 8 TB/s;
+    # fifth-generation NVLink 1.8 TB/s bidirectional = 900 GB/s per direction. A
+    # node is one compute tray: 4 GPUs and 2 Grace CPUs with up to 480 GB LPDDR5X
+    # each, 18 trays per NVL72 rack, one NVLink domain, so levels g and n are both
+    # NVLink (multi-node NVLink enabled, as on an NVL72). Assumed: one 400 Gb/s
+    # InfiniBand rail per GPU across racks = 50 GB/s.
+    GpuPreset(
+        "gb200-nvl72-186g",
+        "NVIDIA GB200 NVL72 (B200 GPU of a GB200 superchip, 186GB)",
+        2.5e15,
+        186e9,
+        8.0e12,
+        (900e9, 900e9, 50e9),
+        NVL72_ALPHA_COLL,
+        NVL72_ALPHA_P2P,
+        "NVIDIA GB200 NVL72 specifications (dense BF16 = half the sparse 5 PFLOPS, 186 GB "
+        "HBM3e at 8 TB/s, NVLink 5 1.8 TB/s bidirectional); NVLink across the trays of a "
+        "rack, and 400 Gb/s IB per GPU across racks, assumed",
+        NVLINK_C2C,
+        240e9,
+        "NVLink-C2C as measured on GH200 (nvbandwidth issue 23); 960 GB per 4-GPU tray "
+        "(2 Grace CPUs x 480 GB LPDDR5X, NVIDIA GB200 NVL72 specifications)",
     ),
     # NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200):
     # H200 SXM BF16 1,979 TFLOP/s with sparsity = 989 dense; 141 GB HBM3e at
@@ -379,6 +411,8 @@ GPU_ALIASES: dict[str, str] = {
     "h100-sxm": "h100-sxm-80g",
     "h100-80g": "h100-sxm-80g",
     "h200": "h200-sxm-141g",
+    "gb200": "gb200-nvl72-186g",
+    "gb200-nvl72": "gb200-nvl72-186g",
     "h200-sxm": "h200-sxm-141g",
     "a100": "a100-sxm-80g",
     "a100-80g": "a100-sxm-80g",
