@@ -127,8 +127,9 @@ class ColocationCosts:
         (``torch.empty(..., pin_memory=is_pin_memory_available())``,
         vllm/device_allocator/cumem.py) and copies them back on
         ``wake_up``, one copy per allocation, at ``engine.wake_link_fraction``
-        of the pinned link (measured: 0.43 on an A100); NeMo RL wakes with ``prepare_for_generation(tags=["weights"])``
-        then ``["kv_cache"]`` (nemo_rl/algorithms/grpo.py).
+        of the pinned link (measured: 0.43 on an A100); NeMo RL wakes with
+        ``prepare_for_generation(tags=["weights"])`` then ``["kv_cache"]``
+        (nemo_rl/algorithms/grpo.py).
         """
         rate = self.hardware.host_to_device_pinned * self.engine.wake_link_fraction
         return self.engine_host_bytes(model, strategy) / rate + KV_REALLOCATION_S
