@@ -8,12 +8,20 @@ directory (the cost model's own tests check them):
 * G = 8.414196 s: the rollout, tp 2 on both GPUs at gpu_memory_utilization 0.2
   (the fastest; every listed utilisation gives the same time, since all 16
   sequences fit);
-* I = R = 0.500632 s: actor.infer and reference.infer, each alone on one GPU;
+* W = 1_776_943_104 / 25e9 = 0.071078 s: the rollout's wake and, as long, its
+  sleep: it shares both GPUs, so each run loads its weight shard 2P/tp from the
+  host before it and puts it back after it (docs/cost-model.md#colocation);
+* I = 0.500632 s: actor.infer alone on GPU 0;
+* R = 0.325061 s: reference.infer pp 2 on both GPUs. Alone on GPU 1 (0.500632 s)
+  its weights would bring GPU 1 to 22.57 GB beside actor.train's states and the
+  engine's share, above the 21.73 GB usable (24 GB less the 5 % reserve and its
+  default fixed 1 GiB);
 * T = 0.937983 s: actor.train, tp 2 on both GPUs (the fastest train that fits
   beside the engine's 0.2 x 24 GB: dp 2 would hold the whole model's weights
   and gradients on each GPU and overflows it);
-* the pub lag actor.train (tp 2) -> actor.generate (tp 2) is 0: same block,
-  same layout;
+* C = 1_776_943_104 / (1.008e12 / 2) = 3.5257e-3 s: the refit actor.train (tp 2)
+  -> actor.generate (tp 2), a device copy on the same block in the same layout,
+  which the next rollout waits for at staleness 0;
 * X = 1.193216e-05 s: a data lag between the two-GPU block and a one-GPU block.
 
 The rule stage: D = ceil(B*K / w) * t = ceil(4*4 / 4) * 0.25 = 4 * 0.25 = 1.0 s.
@@ -49,22 +57,22 @@ ROOT = Path(__file__).resolve().parent.parent
 RULE = ROOT / "instances" / "tiny_rule_grpo_2gpu.yaml"
 TINY_GRPO = ROOT / "instances" / "tiny_grpo_2gpu.yaml"
 
-G, I, T, X = 8.414196, 0.500632, 0.937983, 1.193216e-05  # noqa: E741
-R = I
+G, I, R, T, X = 8.414196, 0.500632, 0.325061, 0.937983, 1.193216e-05  # noqa: E741
+W = 1_776_943_104 / 25e9
+C = 1_776_943_104 / (1.008e12 / 2)
 D = 1.0
 #: The optimum of tiny_rule_grpo_2gpu. With staleness 0 every step is the chain
-#: rollout -> (rule stage) -> train -> next rollout, and D = 1.0 s outlasts
-#: X + I + X = 0.5007 s, the GPU work the stage overlaps (actor.infer and
-#: reference.infer side by side on one GPU each). So any plan takes at least
-#: k (G + D + T) with k = 2 and T the fastest train that fits; tp 2 shares the
-#: rollout's layout, so the refit costs nothing:
-#: 2 (8.414196 + 1.0 + 0.937983) = 20.704358 s. The hand plan attains it.
-OPTIMUM = 2 * (G + D + T)
+#: rollout (with its wake and sleep) -> (rule stage) -> train -> refit -> next
+#: rollout, and D = 1.0 s outlasts R + I + X = 0.8257 s, the GPU work the stage
+#: overlaps (reference.infer on both GPUs, then actor.infer on GPU 0). So any plan
+#: takes at least k (W + G + W + D + T) + C with k = 2 and T the fastest train that
+#: fits, which shares the rollout's block and layout:
+#: 2 (0.071078 + 8.414196 + 0.071078 + 1.0 + 0.937983) + 0.003526 = 20.992194 s.
+#: The hand plan attains it.
+OPTIMUM = 2 * (W + G + W + D + T) + C
 BOTH = {"origin": [0, 0, 0], "extent": [1, 1, 2]}
-#: The optimal plan: every vertex on both GPUs, the fastest candidates.
 ONE_0 = {"origin": [0, 0, 0], "extent": [1, 1, 1]}
-ONE_1 = {"origin": [0, 0, 1], "extent": [1, 1, 1]}
-#: The optimal plan: rollout and train on both GPUs (tp 2), the two passes side by side.
+#: The optimal plan: rollout, reference.infer and train on both GPUs, actor.infer on one.
 HAND_PLAN = {
     "staleness": {"actor": 0},
     "vertices": {
@@ -77,7 +85,7 @@ HAND_PLAN = {
             "max_num_seqs": 16,
         },
         "actor.infer": {"block": ONE_0, "dp": 1, "pp": 1, "tp": 1, "microbatches": 8},
-        "reference.infer": {"block": ONE_1, "dp": 1, "pp": 1, "tp": 1, "microbatches": 8},
+        "reference.infer": {"block": BOTH, "dp": 1, "pp": 2, "tp": 1, "microbatches": 8},
         "actor.train": {"block": BOTH, "dp": 1, "pp": 1, "tp": 2, "microbatches": 8},
     },
 }
@@ -169,24 +177,31 @@ def test_an_existing_rollout_edge_stays_one_edge_with_the_larger_constraint():
 def test_the_delay_sets_the_makespan_of_a_tiny_grpo_plan():
     """The hand plan's makespan, with the stage (D = 1.0 s) and without it (t = 0).
 
-    Per step: G, then I and R side by side on one GPU each (done at
-    G + X + I + X = G + 0.5007 s) while the rule stage runs on the CPU until
-    G + D; train starts at G + D, the next rollout right after train (no refit
-    lag). So 2 (G + D + T) = 20.704358 s. With t = 0 train starts at
-    G + 2X + I: 2 (G + 2X + I + T) = 19.705668 s, so the stage costs
-    2 (D - I - 2X) = 2 (1.0 - 0.500656) = 0.998689 s.
+    Per step: W + G + W on both GPUs, then R on both and I on GPU 0 (done at
+    W + G + W + R + I, its data to train at + X = 0.8257 s after the rollout's
+    run) while the rule stage runs on the CPU until W + G + W + D; train starts
+    then, and the next rollout after train and the refit C. So
+    2 (W + G + W + D + T) + C = 20.992194 s. With t = 0 train starts at
+    W + G + W + R + I + X: 2 (W + G + W + R + I + X + T) + C = 20.643605 s, so the
+    stage costs 2 (D - R - I - X) = 2 (1.0 - 0.825705) = 0.348590 s.
     """
     problem = Problem.load(str(RULE))
     plan = plan_from_json(HAND_PLAN, problem.directory)
     times = [c.time for c in problem.simulator.candidates(plan)]
     assert times == pytest.approx([G, I, R, T], abs=1e-6)
-    rule_makespan = problem.simulator.evaluate(plan).makespan
-    assert rule_makespan == pytest.approx(2 * (G + D + T), abs=1e-5)
-    assert rule_makespan == pytest.approx(20.704358, abs=1e-5)
+    assert problem.simulator.switch(0, plan.placements[0].strategy) == pytest.approx(
+        (W, W), rel=1e-12
+    )
+    evaluation = problem.simulator.evaluate(plan)
+    assert evaluation.feasible
+    rule_makespan = evaluation.makespan
+    assert rule_makespan == pytest.approx(2 * (W + G + W + D + T) + C, abs=1e-5)
+    assert rule_makespan == pytest.approx(20.992194, abs=1e-5)
     free = _problem(kind="rule", seconds_per_sample=0.0, workers=4)
     free_makespan = free.simulator.evaluate(plan_from_json(HAND_PLAN, free.directory)).makespan
-    assert free_makespan == pytest.approx(2 * (G + 2 * X + I + T), abs=1e-5)
-    assert rule_makespan - free_makespan == pytest.approx(2 * (D - I - 2 * X), abs=1e-5)
+    assert free_makespan == pytest.approx(2 * (W + G + W + R + I + X + T) + C, abs=1e-5)
+    assert free_makespan == pytest.approx(20.643605, abs=1e-5)
+    assert rule_makespan - free_makespan == pytest.approx(2 * (D - R - I - X), abs=1e-5)
 
 
 def test_simulator_lags_add_the_delay_on_the_same_block_and_across_blocks():
@@ -218,8 +233,9 @@ def test_simulator_lags_add_the_delay_on_the_same_block_and_across_blocks():
 def test_trace_has_one_cpu_event_per_step_after_the_rollout():
     problem = Problem.load(str(RULE))
     trace = problem.simulator.simulate(plan_from_json(HAND_PLAN, problem.directory))
+    # the stage reads the rollout's samples when its run ends, after the engine's sleep
     rollouts = {
-        e.step: e for e in trace.events if e.vertex == "actor.generate" and e.kind == "compute"
+        e.step: e for e in trace.events if e.vertex == "actor.generate" and e.kind == "sleep"
     }
     stages = [e for e in trace.events if e.kind == "cpu"]
     assert [e.step for e in stages] == [0, 1]
@@ -255,7 +271,7 @@ def test_critical_path_bound_carries_the_delay():
 
 @pytest.mark.parametrize("backend", ["exhaustive", "cpsat", "milp"])
 def test_exact_backends_reach_the_hand_derived_optimum(backend):
-    """Each backend: OPTIMAL at 20.704358 s, and its plan simulates to its makespan."""
+    """Each backend: OPTIMAL at 20.992194 s, and its plan simulates to its makespan."""
     problem = Problem.load(str(RULE))
     result = solve(backend, problem, SolveOptions(time_limit=60, threads=1))
     assert result.status is Status.OPTIMAL, result.message

@@ -91,7 +91,7 @@ def test_level_one_sleep_and_wake_move_the_engine_shard(small_instance_data, mak
     """Sleep level 1: wake = shard / H2D pinned, sleep = shard / D2H pinned; the shard
     stays in host memory while the engine sleeps."""
     cost = cost_of(make_instance, small_instance_data)
-    rollout = Strategy(1, 1, 1, 1, concurrency=1)
+    rollout = Strategy(1, 1, 1, 1, gpu_memory_utilization=0.5, max_num_seqs=1)
     colocation = cost.colocation
     # wake 212_992 / 4e9 = 5.3248e-5 s (no KV re-allocation cost: none is sourced);
     # sleep 212_992 / 2e9 = 1.06496e-4 s
@@ -103,7 +103,7 @@ def test_level_one_sleep_and_wake_move_the_engine_shard(small_instance_data, mak
 def test_level_two_sleep_drops_the_weights(small_instance_data, make_instance):
     """Sleep level 2 (verl): the weights are discarded, nothing crosses the host link."""
     cost = cost_of(make_instance, small_instance_data, sleep_level=2)
-    rollout = Strategy(1, 1, 1, 1, concurrency=1)
+    rollout = Strategy(1, 1, 1, 1, gpu_memory_utilization=0.5, max_num_seqs=1)
     colocation = cost.colocation
     assert colocation.wake("actor", rollout) == 0.0
     assert colocation.sleep("actor", rollout) == 0.0
@@ -114,7 +114,7 @@ def test_refit_on_the_same_block_is_a_device_copy(small_instance_data, make_inst
     """CUDA IPC refit: the shard read and written in HBM, 212_992 / (1e9 / 2) = 4.25984e-4 s;
     on another block it is the NCCL point-to-point of any pub edge."""
     cost = cost_of(make_instance, small_instance_data)
-    rollout = Strategy(1, 1, 1, 1, concurrency=1)
+    rollout = Strategy(1, 1, 1, 1, gpu_memory_utilization=0.5, max_num_seqs=1)
     colocation = cost.colocation
     assert colocation.refit_ipc("actor", rollout) == pytest.approx(4.25984e-4, rel=1e-12)
     same = colocation.refit_lag("actor", True, True, "g", rollout)

@@ -405,6 +405,8 @@ def test_rollout_engine_takes_its_share_and_the_pool_is_what_is_left(
         small_instance_data,
         engine__rollout_workspace=1000,
         hardware__memory_per_gpu=1e6,
+        # the default reserve's fixed 1 GiB would leave a 1 MB GPU no usable memory
+        hardware__memory_reserve_bytes=0,
     )
     strategy = Strategy(1, 1, 1, 1, gpu_memory_utilization=utilization, max_num_seqs=1)
     footprint = cost.footprint(GENERATE, strategy)

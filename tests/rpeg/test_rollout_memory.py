@@ -34,6 +34,10 @@ def small(batch_size: int = 4, workspace: float = 0, **placement: Any) -> dict[s
     """The small instance on a 1 MB GPU with ``batch_size`` prompts (one sample each)."""
     data = copy.deepcopy(SMALL_INSTANCE)
     data["hardware"]["memory_per_gpu"] = 1e6
+    # no reserve: every byte of the 1 MB is usable (the default reserve's fixed 1 GiB
+    # would leave none; test_the_engine_share_must_fit_the_usable_memory sets a fraction)
+    data["hardware"]["memory_reserve"] = 0.0
+    data["hardware"]["memory_reserve_bytes"] = 0
     data["engine"]["rollout_workspace"] = workspace
     data["workload"]["batch_size"] = batch_size
     data["placement"].update(placement)

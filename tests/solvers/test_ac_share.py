@@ -31,8 +31,9 @@ from rlplan.solvers.result import Status
 REPO = Path(__file__).resolve().parents[2]
 AC_INSTANCE = REPO / "instances" / "tiny_ppo_2gpu_ac.yaml"
 
-#: Known optima of tiny_ppo_2gpu_ac (k_eval = 2), from its header: the separate
-#: template's optimum (tiny_ppo_2gpu's) and the fused template's raw makespan.
+#: Known optima of tiny_ppo_2gpu_ac (k_eval = 2) without the off-policy penalty, from its
+#: header: the separate template's (tiny_ppo_2gpu's plan at actor staleness 1, which hides
+#: the rollout's refit) and the fused template's raw makespan (ac staleness 1).
 SEPARATE_OPTIMUM = 20.431012471035498
 FUSED_OPTIMUM = 19.471978201138533
 
@@ -249,13 +250,13 @@ def test_optimal_only_when_both_templates_are_closed():
 #:
 #: * critic of the actor's size (the shipped instance): the fused model drops critic.train
 #:   and the critic's forward (ac.infer replaces critic.infer at the actor's size, which is
-#:   the critic's) and its staleness 1 hides the reshard to the rollout: 2 x 9.6856 s
-#:   against 2 x 10.1651 s;
+#:   the critic's) and its staleness 1 hides the reshard to the rollout: 2 x 9.7360 s
+#:   against 2 x 10.2155 s (each with the rollout's wake and sleep);
 #: * a 2-layer critic: critic.infer and critic.train cost almost nothing (0.015 s and
 #:   0.045 s on one GPU beside reward.infer), while the fused template must run ac.infer,
 #:   a forward of the whole 24-layer actor (0.246 s), as old log-probs are not recomputed
 #:   in the separate template (engine.recompute_logprobs false): the separate template
-#:   is faster (2 x 9.5947 s against 2 x 9.6856 s).
+#:   is faster (2 x 9.6451 s against 2 x 9.7360 s).
 CASES = {"fusion faster": None, "fusion slower": 2}
 
 

@@ -74,13 +74,13 @@ def _plan(problem: Problem, rows) -> Plan:
 
 
 COLOCATED = [
-    (0, 4, Strategy(2, 1, 2, 1, concurrency=32)),
+    (0, 4, Strategy(2, 1, 2, 1, gpu_memory_utilization=0.2, max_num_seqs=32)),
     (0, 4, Strategy(4, 1, 1, 1)),
     (0, 4, Strategy(4, 1, 1, 1)),
     (0, 4, Strategy(2, 1, 2, 1)),
 ]
 SPLIT = [
-    (0, 2, Strategy(1, 1, 2, 1, concurrency=32)),
+    (0, 2, Strategy(1, 1, 2, 1, gpu_memory_utilization=0.2, max_num_seqs=32)),
     (2, 2, Strategy(2, 1, 1, 1)),
     (2, 2, Strategy(2, 1, 1, 1)),
     (2, 2, Strategy(2, 1, 1, 1)),

@@ -117,10 +117,18 @@ def test_exported_mps_solved_by_highspy_gives_the_milp_optimum(tmp_path, capsys)
     instance = f"{ROOT}/instances/tiny_ppo_2gpu.yaml"
     path = tmp_path / "model.mps"
     assert main.main(["export", instance, "--format", "mps", "--out", str(path)]) == 0
-    # the model minimises the makespan: compare it where that is the score
-    problem = load_problem("tiny_ppo_2gpu.yaml").without_stale_penalty()
+    # The file's model is built from export's start plan: the instance's solver defaults,
+    # the whole limit for the start search (rlplan/cli/export.py); its time unit follows
+    # that plan's makespan. The same model, solved here, minimises the makespan: compare
+    # it where that is the score, without the off-policy penalty.
+    penalised = load_problem("tiny_ppo_2gpu.yaml")
+    defaults = penalised.instance.solver
+    exported = SolveOptions(
+        time_limit=defaults.time_limit, threads=defaults.threads, seed=defaults.seed
+    )
+    start = warm_start_plan(penalised, exported, time_limit=exported.time_limit)
+    problem = penalised.without_stale_penalty()
     options = SolveOptions(time_limit=60, threads=1)
-    start = warm_start_plan(problem, options)
     result = milp.solve_with_start(problem, options, start, 60)
     highs = highspy.Highs()
     highs.setOptionValue("output_flag", False)

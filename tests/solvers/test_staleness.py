@@ -3,14 +3,15 @@
 The flip instance is tiny_dpo_2gpu_v2 (k_eval 2). The exhaustive oracle, run on its plan
 space restricted to one staleness at a time (below), gives:
 
-* the best on-policy plan (actor staleness 0): 11.213925125035567 s; every vertex on
-  both GPUs in turn, 2 x 5.5770 s plus the reshard of the ZeRO-3 trained weights to the
-  rollout's tp 2 before step 1 (0.0599 s);
-* the best off-policy plan (staleness 1): 11.153978520875567 s, the same placement with
-  the reshard hidden: 0.53 % faster.
+* the best on-policy plan (actor staleness 0): 13.316978168983987 s, the plan of
+  tiny_dpo_2gpu_v2 in tests/solvers/test_exhaustive.py: every run of a step before the
+  next step's, 2 x 6.6270 s plus the refit of the ZeRO-3 trained weights to the
+  rollout's tp 2 before step 1 (a 59.95 ms reshard and a 2.97 ms device copy, 62.92 ms);
+* the best off-policy plan (staleness 1): 13.254058518982717 s, the same placement in
+  step order with the refit hidden: 0.47 % faster.
 
 With lambda_stale 0 the off-policy plan wins; with the default 0.05 it scores
-11.153978520875567 x 1.05 = 11.711677446919346 s > 11.213925125035567 s and the
+13.254058518982717 x 1.05 = 13.916761444931854 s > 13.316978168983987 s and the
 on-policy plan wins.
 """
 
@@ -34,10 +35,10 @@ from tests.solvers.conftest import ROOT
 from tests.solvers.test_exhaustive import written_plan
 
 FLIP = f"{ROOT}/instances/tiny_dpo_2gpu_v2.yaml"
-ON_POLICY = 11.213925125035567
-OFF_POLICY = 11.153978520875567
-#: 11.153978520875567 x 1.05
-OFF_POLICY_SCORE = 11.711677446919346
+ON_POLICY = 13.316978168983987
+OFF_POLICY = 13.254058518982717
+#: 13.254058518982717 x 1.05
+OFF_POLICY_SCORE = 13.916761444931854
 REL = 1e-4  # the exact backends' rounding tolerance
 
 
@@ -75,7 +76,7 @@ def test_the_oracle_gives_the_two_optima_of_the_header():
     assert oracle_makespan(FLIP, 0) == pytest.approx(ON_POLICY, rel=1e-12)
     assert oracle_makespan(FLIP, 1) == pytest.approx(OFF_POLICY, rel=1e-12)
     assert oracle_score(FLIP) == pytest.approx(ON_POLICY, rel=1e-12)
-    assert pytest.approx(0.0053, abs=1e-4) == (ON_POLICY - OFF_POLICY) / ON_POLICY
+    assert pytest.approx(0.0047, abs=1e-4) == (ON_POLICY - OFF_POLICY) / ON_POLICY
 
 
 # -- the score ------------------------------------------------------------------------
@@ -92,19 +93,19 @@ def test_factor_by_hand():
 
 
 def test_score_of_a_stale_plan_by_hand():
-    """tiny_lag_grpo_2gpu_async's written optimum (staleness 1): makespan 8.822877579520135 s
-    (3 (G + d + r) + d + T, test_exhaustive.py), score 8.822877579520135 x 1.05 =
-    9.264021458496142 s, per step / 3 = 3.088007152832047 s."""
+    """tiny_lag_grpo_2gpu_async's written optimum (staleness 1): makespan 9.125323598080135 s
+    (3 (w + G + s + d + r) + d + T, test_exhaustive.py), score 9.125323598080135 x 1.05 =
+    9.581589777984142 s, per step / 3 = 3.193863259328047 s."""
     problem = Problem.load(f"{ROOT}/instances/tiny_lag_grpo_2gpu_async.yaml")
     plan = written_plan("tiny_lag_grpo_2gpu_async.yaml")
     evaluation = problem.simulator.evaluate(plan)
-    assert evaluation.makespan == pytest.approx(8.822877579520135, rel=1e-12)
-    assert evaluation.score == pytest.approx(9.264021458496142, rel=1e-12)
+    assert evaluation.makespan == pytest.approx(9.125323598080135, rel=1e-12)
+    assert evaluation.score == pytest.approx(9.581589777984142, rel=1e-12)
     trace = problem.simulator.simulate(plan)
-    assert trace.score == pytest.approx(9.264021458496142, rel=1e-12)
-    assert trace.score_step == pytest.approx(3.088007152832047, rel=1e-12)
+    assert trace.score == pytest.approx(9.581589777984142, rel=1e-12)
+    assert trace.score_step == pytest.approx(3.193863259328047, rel=1e-12)
     document = trace.to_json()  # a GRPO trace: the score, no template
-    assert document["score_makespan"] == pytest.approx(9.264021458496142, rel=1e-12)
+    assert document["score_makespan"] == pytest.approx(9.581589777984142, rel=1e-12)
     assert "template" not in document
     on_policy = plan.with_staleness("actor", 0)
     assert problem.simulator.evaluate(on_policy).score == (
@@ -112,7 +113,7 @@ def test_score_of_a_stale_plan_by_hand():
     )
 
 
-# -- the penalty turns a 0.53 % off-policy win into an on-policy plan -------------------
+# -- the penalty turns a 0.47 % off-policy win into an on-policy plan -------------------
 
 
 @pytest.mark.parametrize("solve", [exhaustive.solve, cpsat.solve], ids=["exhaustive", "cpsat"])
@@ -148,30 +149,50 @@ def test_exact_backends_with_the_penalty_pick_the_on_policy_plan(solve):
     assert summary["alternative_makespan_s"] == pytest.approx(OFF_POLICY, rel=REL)
 
 
+#: Without the penalty the off-policy optimum needs staleness 1 and the step order at once
+#: (staleness 1 alone, in the default run order, gives 14.0230 s, slower than on-policy):
+#: with the default budget (optimizer.e_max = 20000 evaluations) seed 0 stops at the
+#: on-policy plan, 13.3170 s, as do seeds 1 and 3 (seeds 2 and 4 reach the optimum);
+#: 80000 evaluations reach it with seed 0.
+_OFF_POLICY_VALLEY = "needs staleness and run order changed together"
+
+
 @pytest.mark.parametrize(
-    "lambda_stale, staleness, makespan", [(0.0, 1, OFF_POLICY), (None, 0, ON_POLICY)]
+    "lambda_stale, staleness, makespan, knobs",
+    [
+        pytest.param(
+            0.0, 1, OFF_POLICY, {}, marks=pytest.mark.xfail(strict=True, reason=_OFF_POLICY_VALLEY)
+        ),
+        (0.0, 1, OFF_POLICY, {"e_max": 80000}),
+        (None, 0, ON_POLICY, {}),
+    ],
 )
-def test_local_search_follows_the_penalty(lambda_stale, staleness, makespan):
-    result = local.solve(flip_problem(lambda_stale), SolveOptions(time_limit=600, seed=0))
+def test_local_search_follows_the_penalty(lambda_stale, staleness, makespan, knobs):
+    problem = flip_problem(lambda_stale)
+    if knobs:
+        instance = problem.instance
+        optimizer = dataclasses.replace(instance.optimizer, **knobs)
+        problem = Problem.from_instance(dataclasses.replace(instance, optimizer=optimizer))
+    result = local.solve(problem, SolveOptions(time_limit=600, seed=0))
     assert result.plan.staleness_map == {"actor": staleness}
     assert result.makespan == pytest.approx(makespan, rel=1e-9)
 
 
 def test_the_switch_bound_when_off_policy_pays():
-    """tiny_lag_grpo_2gpu_async: staleness 1 pays 6.6 % (> 5 %), so the switch keeps the
+    """tiny_lag_grpo_2gpu_async: staleness 1 pays 6.4 % (> 5 %), so the switch keeps the
     off-policy plan; its bound min(B_on, 1.05 B_full) is at most the oracle's optimum
-    score min(9.406955331225735, 1.05 x 8.822877579520135) = 9.264021458496142 s."""
+    score min(9.709401349785734, 1.05 x 9.125323598080135) = 9.581589777984142 s."""
     path = f"{ROOT}/instances/tiny_lag_grpo_2gpu_async.yaml"
-    assert oracle_score(path) == pytest.approx(9.264021458496142, rel=1e-12)
+    assert oracle_score(path) == pytest.approx(9.581589777984142, rel=1e-12)
     result = cpsat.solve(Problem.load(path), SolveOptions(time_limit=60, threads=2))
     assert result.status is Status.OPTIMAL, result.message
     assert result.plan.staleness_map == {"actor": 1}
-    assert result.score == pytest.approx(9.264021458496142, rel=REL)
+    assert result.score == pytest.approx(9.581589777984142, rel=REL)
     assert result.bound <= oracle_score(path) * (1 + 1e-12)
     words = describe_staleness(result)
     assert words.startswith("off-policy (score = step time x 1.05")
-    # on-policy: (9.406955331225735 - 8.822877579520135) / 3 = +0.1947 s/step, +6.62 %
-    assert "on-policy would cost +0.1947 s/step (+6.62 %)" in words
+    # on-policy: (9.709401349785734 - 9.125323598080135) / 3 = +0.1947 s/step, +6.40 %
+    assert "on-policy would cost +0.1947 s/step (+6.40 %)" in words
 
 
 def test_plan_independent_score_bound_by_hand():
@@ -190,9 +211,9 @@ def test_plan_independent_score_bound_by_hand():
 def test_reports_say_what_off_policy_would_gain(tmp_path):
     problem = flip_problem()
     result = exhaustive.solve(problem, SolveOptions(time_limit=60))
-    # (11.213925125035567 - 11.153978520875567) / 2 = 0.0300 s/step, 0.53 % of the step
+    # (13.316978168983987 - 13.254058518982717) / 2 = 0.0315 s/step, 0.47 % of the step
     words = describe_staleness(result)
-    assert words.startswith("on-policy; off-policy would gain 0.0300 s/step (0.53 %)")
+    assert words.startswith("on-policy; off-policy would gain 0.0315 s/step (0.47 %)")
     assert "less than its lambda_stale 0.05 penalty" in words
     report = render_report(problem, result, problem.simulator.simulate(result.plan))
     assert f"| staleness | {words} |" in report
@@ -204,8 +225,9 @@ def test_reports_say_what_on_policy_would_cost():
     problem = flip_problem(0.0)
     result = exhaustive.solve(problem, SolveOptions(time_limit=60))
     words = describe_staleness(result)
-    # same placement at staleness 0: +0.0300 s/step, +0.54 % of the off-policy step
-    assert words.startswith("off-policy; on-policy would cost +0.0300 s/step (+0.54 %)")
+    # same placement at staleness 0: +0.0315 s/step, +0.47 % of the off-policy step
+    # (0.062920 / 13.254059 = 0.4747 %)
+    assert words.startswith("off-policy; on-policy would cost +0.0315 s/step (+0.47 %)")
 
 
 # -- bad input ----------------------------------------------------------------------------
