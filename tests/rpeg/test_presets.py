@@ -96,6 +96,9 @@ def test_gpu_preset_reproduces_the_hand_typed_shipped_hardware(instance, preset)
 DATASHEETS = {
     "h100-sxm-80g": (989e12, 80e9, 3.35e12, 450e9),
     "h200-sxm-141g": (989e12, 141e9, 4.8e12, 450e9),
+    # GB200 NVL72: 5 PFLOPS BF16 with sparsity = 2.5 dense, 186 GB HBM3e at 8 TB/s,
+    # NVLink 5 1.8 TB/s bidirectional = 900 GB/s per direction.
+    "gb200-nvl72-186g": (2.5e15, 186e9, 8.0e12, 900e9),
     "a100-sxm-80g": (312e12, 80e9, 2.039e12, 300e9),
     "a100-sxm-40g": (312e12, 40e9, 1.555e12, 300e9),
     "h20-96g": (148e12, 96e9, 4.0e12, 450e9),
@@ -175,9 +178,13 @@ def test_gpu_preset_fills_the_datasheet_figures(name):
     assert hardware.memory_bandwidth == bandwidth
     assert hardware.beta_coll["g"] == pytest.approx(1 / nvlink, rel=1e-12)
     assert hardware.beta_p2p["g"] == pytest.approx(1 / nvlink, rel=1e-12)
-    # Slower levels outward: node link > rack link > inter-rack link.
+    # Slower levels outward: node link > rack link > inter-rack link (an NVL72 rack is
+    # one NVLink domain, so its trays talk at the node link's rate).
     for betas in (hardware.beta_coll, hardware.beta_p2p):
-        assert betas["g"] < betas["n"] < betas["r"]
+        if name.startswith("gb200"):
+            assert betas["g"] == betas["n"] < betas["r"]
+        else:
+            assert betas["g"] < betas["n"] < betas["r"]
     assert 0 < hardware.alpha_coll["g"] < hardware.alpha_coll["n"] < hardware.alpha_coll["r"]
 
 
@@ -501,7 +508,8 @@ def test_bad_preset_is_one_line_and_exit_2(cli, tmp_path):
     assert out == ""
     assert err.splitlines() == [
         "error: hardware.preset: unknown GPU preset 'h100-pcie'; did you mean 'h100-sxm-80g'? "
-        "(known: h100-sxm-80g, h200-sxm-141g, a100-sxm-80g, a100-sxm-40g, h20-96g, l40s-48g, "
+        "(known: h100-sxm-80g, gb200-nvl72-186g, h200-sxm-141g, a100-sxm-80g, a100-sxm-40g, "
+        "h20-96g, l40s-48g, "
         "rtx-4090-24g)"
     ]
 

@@ -83,16 +83,19 @@ def _switch(directory, plan, index):
     """Wake + sleep seconds of vertex ``index`` if it is a colocated rollout, else 0.
 
     Colocated: its block shares a GPU with another vertex's. Level-1 sleep moves the
-    weight shard 2P/(tp*pp) to pinned host memory and back: shard / D2H + shard / H2D.
+    weight shard 2P/(tp*pp) to pinned host memory, at the slower of the device-to-host
+    link and the engine's backup rate, and back at its fraction of the host-to-device
+    link: shard / min(D2H, backup) + shard / (H2D * fraction).
     """
     vertex, own = directory.template.vertices[index], plan.placements[index].block
     if vertex.kind is not Kind.GENERATE or not any(
         other.block.intersects(own) for i, other in enumerate(plan.placements) if i != index
     ):
         return 0.0
-    hardware = directory.instance.hardware
+    hardware, engine = directory.instance.hardware, directory.instance.engine
     shard = directory.cost.weight_shard(vertex.model, plan.placements[index].strategy)
-    return shard / hardware.host_to_device_pinned + shard / hardware.device_to_host_pinned
+    sleep = shard / min(hardware.device_to_host_pinned, engine.sleep_backup_rate)
+    return shard / (hardware.host_to_device_pinned * engine.wake_link_fraction) + sleep
 
 
 # -- properties over random plans ------------------------------------------------------
