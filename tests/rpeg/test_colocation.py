@@ -37,9 +37,14 @@ FORWARD = 2.369536e-6
 TRAIN_COMPUTE = 7.108608e-6
 
 
+#: The bare copy at the host rates, so these derivations read shard / rate; the
+#: measured backup rate and wake fraction are tested in tests/rpeg/test_sleep_rates.py.
+BARE_COPY = {"sleep_backup_rate": 1e18, "wake_link_fraction": 1.0}
+
+
 def cost_of(make_instance, data, **engine) -> CostModel:
     data["hardware"].update(RATES)
-    data.setdefault("engine", {}).update(engine)
+    data.setdefault("engine", {}).update({**BARE_COPY, **engine})
     data["placement"]["offload"] = [False, True]
     return CostModel(make_instance(data))
 
@@ -136,6 +141,7 @@ def test_a_colocated_plan_pays_wake_sleep_and_refit(small_instance_data, make_in
     """
     data = small_instance_data
     data["hardware"].update(RATES)
+    data.setdefault("engine", {}).update(BARE_COPY)
     data["optimizer"]["k_eval"] = 2
     problem = Problem.from_instance(make_instance(data))
     directory = problem.directory
