@@ -202,29 +202,41 @@ def pub_rows(f: Formulation) -> Iterator[LagRow]:
     weight-transfer lag from a source block at each level, and the reshard lag
     when the source sits on the user's block in another weight layout.
     """
+    for src, dst, model, chosen, before, after in _pub_run_pairs(f):
+        yield LagRow(before, after, 0, chosen)
+        for index, target in enumerate(f.assignments[dst]):
+            block = f.block_index[target.block]
+            user = Chooses(dst, (index,))
+            for level in LEVELS:
+                blocks = f.elsewhere_blocks(src, block, level)
+                lag = f.pub_lag_at(model, level, target)
+                if blocks and lag > 0:
+                    yield LagRow(before, after, lag, (*chosen, user, OnBlocks(src, blocks)))
+            if dst in f.engines:
+                continue  # a refit on the engine's own block: refit_rows
+            others = f.other_layout_assignments(src, block, target.layout)
+            lag = f.reshard_lag(model, target)
+            if others and lag > 0:
+                yield LagRow(before, after, lag, (*chosen, user, Chooses(src, others)))
+
+
+def _pub_run_pairs(
+    f: Formulation, engines_only: bool = False
+) -> Iterator[tuple[int, int, str, tuple[Condition, ...], int, int]]:
+    """Each pub edge's (source, user, model, staleness condition, source run, user run).
+
+    One entry per staleness value σ and step whose source step t-1-σ exists;
+    with ``engines_only`` only the edges into a rollout engine.
+    """
     for src, dst, model, key in f.pub_edges:
+        if engines_only and dst not in f.engines:
+            continue
         for sigma in f.staleness_options(key):
             chosen: tuple[Condition, ...] = () if key is None else (StalenessIs(key, sigma),)
             for step in range(f.k_eval):
                 source_step = f.pub_source_step(step, sigma)
-                if source_step < 0:
-                    continue
-                before, after = f.run(src, source_step), f.run(dst, step)
-                yield LagRow(before, after, 0, chosen)
-                for index, target in enumerate(f.assignments[dst]):
-                    block = f.block_index[target.block]
-                    user = Chooses(dst, (index,))
-                    for level in LEVELS:
-                        blocks = f.elsewhere_blocks(src, block, level)
-                        lag = f.pub_lag_at(model, level, target)
-                        if blocks and lag > 0:
-                            yield LagRow(before, after, lag, (*chosen, user, OnBlocks(src, blocks)))
-                    if dst in f.engines:
-                        continue  # a refit on the engine's own block: refit_rows
-                    others = f.other_layout_assignments(src, block, target.layout)
-                    lag = f.reshard_lag(model, target)
-                    if others and lag > 0:
-                        yield LagRow(before, after, lag, (*chosen, user, Chooses(src, others)))
+                if source_step >= 0:
+                    yield src, dst, model, chosen, f.run(src, source_step), f.run(dst, step)
 
 
 def refit_rows(f: Formulation) -> Iterator[LagRow]:
@@ -235,27 +247,18 @@ def refit_rows(f: Formulation) -> Iterator[LagRow]:
     the engine's layout, and the reshard plus the copy when it sits there in
     another layout. Refits from another block are pub lag rows.
     """
-    for src, dst, model, key in f.pub_edges:
-        if dst not in f.engines:
-            continue
-        for sigma in f.staleness_options(key):
-            chosen: tuple[Condition, ...] = () if key is None else (StalenessIs(key, sigma),)
-            for step in range(f.k_eval):
-                source_step = f.pub_source_step(step, sigma)
-                if source_step < 0:
-                    continue
-                before, after = f.run(src, source_step), f.run(dst, step)
-                for index, target in enumerate(f.assignments[dst]):
-                    block = f.block_index[target.block]
-                    user = Chooses(dst, (index,))
-                    others = f.other_layout_assignments(src, block, target.layout)
-                    same = tuple(i for i in f.assignments_on(src, block) if i not in others)
-                    lag = f.refit_lag(model, target, True)
-                    if same and lag > 0:
-                        yield LagRow(before, after, lag, (*chosen, user, Chooses(src, same)))
-                    lag = f.refit_lag(model, target, False)
-                    if others and lag > 0:
-                        yield LagRow(before, after, lag, (*chosen, user, Chooses(src, others)))
+    for src, dst, model, chosen, before, after in _pub_run_pairs(f, engines_only=True):
+        for index, target in enumerate(f.assignments[dst]):
+            block = f.block_index[target.block]
+            user = Chooses(dst, (index,))
+            others = f.other_layout_assignments(src, block, target.layout)
+            same = tuple(i for i in f.assignments_on(src, block) if i not in others)
+            lag = f.refit_lag(model, target, True)
+            if same and lag > 0:
+                yield LagRow(before, after, lag, (*chosen, user, Chooses(src, same)))
+            lag = f.refit_lag(model, target, False)
+            if others and lag > 0:
+                yield LagRow(before, after, lag, (*chosen, user, Chooses(src, others)))
 
 
 def colocation_rows(f: Formulation) -> Iterator[ColocatedRow]:
