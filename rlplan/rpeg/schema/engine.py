@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rlplan.rpeg.errors import InstanceError, describe
+from rlplan.rpeg.errors import InstanceError, describe, did_you_mean
 from rlplan.rpeg.schema.checks import check_keys, mapping
 from rlplan.rpeg.schema.fields import (
     BOOLEAN,
@@ -51,6 +51,31 @@ def _one_of(allowed: tuple, words: str) -> ValueType:
     return ValueType(words, check, lambda limit: {"enum": list(allowed)})
 
 
+#: RL frameworks whose plan spaces ``engine.framework`` may name
+#: (:mod:`rlplan.rpeg.model.frameworks`, docs/plan-space.md#framework-plan-spaces).
+FRAMEWORK_NAMES = ("verl", "nemo-rl", "openrlhf", "slime")
+
+
+def framework_name(value: Any, path: str) -> str | None:
+    """``value`` checked as a framework name (None: the full plan space)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or value.strip() not in FRAMEWORK_NAMES:
+        hint = did_you_mean(value, FRAMEWORK_NAMES)
+        raise InstanceError(
+            path,
+            f"unknown framework {describe(value)} (one of {', '.join(FRAMEWORK_NAMES)}){hint}",
+        )
+    return value.strip()
+
+
+FRAMEWORK_NAME = ValueType(
+    "a framework name (" + ", ".join(FRAMEWORK_NAMES) + ") or null",
+    framework_name,
+    lambda limit: {"enum": [*FRAMEWORK_NAMES, None]},
+)
+
+
 #: Bytes/s a level-1 sleep backs an engine's weights up at: vLLM allocates a
 #: fresh pinned host buffer for them at every sleep (``CuMemAllocator.sleep``,
 #: vllm/device_allocator/cumem.py), which is slower than the copy. Measured:
@@ -66,6 +91,12 @@ DEFAULT_SLEEP_BACKUP_RATE = 2.235e9
 DEFAULT_WAKE_LINK_FRACTION = 0.43
 
 ENGINE_FIELDS = (
+    Field(
+        "framework",
+        FRAMEWORK_NAME,
+        None,
+        "The RL framework whose plan space the plan must lie in (null: every plan)",
+    ),
     Field("flash_attention", BOOLEAN, True, "Attention scores are never materialised"),
     Field("sequence_packing", BOOLEAN, True, "Train and infer work on real tokens, unpadded"),
     Field(
@@ -113,6 +144,11 @@ class EngineConfig:
 
     Attributes
     ----------
+    framework
+        The RL framework the plan is for (``verl``, ``nemo-rl``, ``openrlhf``,
+        ``slime``): the plan space is narrowed to what it can express
+        (:mod:`rlplan.rpeg.model.frameworks`); ``None``, the default, keeps
+        every plan.
     flash_attention
         Attention scores are never materialised (default in verl, OpenRLHF
         and NeMo RL: their configs enable flash attention by default).
@@ -158,6 +194,7 @@ class EngineConfig:
         default, :data:`DEFAULT_SLEEP_BACKUP_RATE`).
     """
 
+    framework: str | None = None
     flash_attention: bool = True
     sequence_packing: bool = True
     recompute_logprobs: bool = True

@@ -1,0 +1,289 @@
+"""Framework rules: what one RL framework can express, one cited rule at a time.
+
+A framework's plan space is the full plan space narrowed by its rules
+(docs/plan-space.md#framework-plan-spaces). Each rule is one of a few kinds,
+and each kind is applied where the plan space is defined, so every backend
+inherits it:
+
+:class:`Unsupported`
+    the framework cannot run the instance at all (an algorithm or a model it
+    has no worker for); its plan space is empty.
+:class:`FieldValues`
+    a strategy field of some vertices takes only some values (a filter of the
+    candidate directory, like a strategy pin).
+:class:`WholeCluster`
+    a vertex's block is the whole cluster (a block filter of the directory).
+:class:`StalenessValues`
+    a trained model's staleness takes only some values.
+:class:`SameBlock` / :class:`SameLayout`
+    a follower vertex runs on its leader's block (and, for a layout, with its
+    leader's tp, pp and dp): a tie row per leader assignment.
+:class:`SameOrDisjoint`
+    two vertices' blocks are equal or share no GPU.
+:class:`DisjointWhenStale`
+    two vertices share no GPU when a model runs off-policy.
+:class:`FieldWhenShared`
+    a vertex whose block shares a GPU with another's takes only some values of
+    a field (training states offloaded beside a colocated rollout).
+
+Every rule carries ``words`` (what it allows, in the plan's terms), ``need``
+(what the framework would need to drop it, for "1.40x if ..." lines) and
+``source`` (the file and release it is read from).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rlplan.rpeg.strategy import value_word
+from rlplan.rpeg.templates import Kind, Template
+
+if TYPE_CHECKING:
+    from rlplan.rpeg.model.blocks import Block
+    from rlplan.rpeg.model.cost import Strategy
+    from rlplan.rpeg.model.plan import Plan
+    from rlplan.rpeg.schema.instance import Instance
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What every rule has: a short name, its meaning, what lifting it needs, its source.
+
+    Attributes
+    ----------
+    name
+        Short identifier, unique in its framework (``logprobs-on-policy``).
+    words
+        What the framework allows, in the plan's terms.
+    need
+        What the framework would need to reach plans the rule removes
+        ("log-probs could run on other GPUs").
+    source
+        Where the rule is read from: file, key or assertion, and the release.
+    """
+
+    name: str
+    words: str
+    need: str
+    source: str
+
+    def line(self) -> str:
+        """``rule name: words (source)``, the form error lines and reports use."""
+        return f"rule {self.name}: {self.words} ({self.source})"
+
+
+@dataclass(frozen=True)
+class Unsupported(Rule):
+    """The framework cannot run instances for which ``applies(instance)`` is true."""
+
+    applies: Callable[[Instance], bool] = lambda instance: False
+
+
+@dataclass(frozen=True)
+class FieldValues(Rule):
+    """Vertices ``vertices`` (names; none: those of ``kinds``) take ``field`` in ``allowed``."""
+
+    field: str = ""
+    allowed: frozenset[Any] = frozenset()
+    vertices: tuple[str, ...] = ()
+    kinds: tuple[Kind, ...] = ()
+
+    def covers(self, name: str, kind: Kind) -> bool:
+        """Whether the rule constrains the vertex ``name`` of ``kind``."""
+        return name in self.vertices if self.vertices else kind in self.kinds
+
+
+@dataclass(frozen=True)
+class WholeCluster(Rule):
+    """Vertices ``vertices`` run on the whole cluster."""
+
+    vertices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StalenessValues(Rule):
+    """Every trained model's staleness lies in ``allowed``."""
+
+    allowed: frozenset[int] = frozenset({0})
+
+
+@dataclass(frozen=True)
+class SameBlock(Rule):
+    """``follower`` runs on ``leader``'s block."""
+
+    leader: str = ""
+    follower: str = ""
+
+
+@dataclass(frozen=True)
+class SameLayout(SameBlock):
+    """``follower`` runs on ``leader``'s block with ``leader``'s tp, pp and dp."""
+
+
+@dataclass(frozen=True)
+class SameOrDisjoint(Rule):
+    """Any two of ``vertices`` run on one block or on blocks sharing no GPU."""
+
+    vertices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DisjointWhenStale(Rule):
+    """``first`` and ``second`` share no GPU when ``model``'s staleness is 1 or more."""
+
+    model: str = "actor"
+    first: str = ""
+    second: str = ""
+
+
+@dataclass(frozen=True)
+class FieldWhenShared(Rule):
+    """``vertex`` takes ``field`` in ``allowed`` when its block shares a GPU with ``other``'s."""
+
+    vertex: str = ""
+    other: str = ""
+    field: str = ""
+    allowed: frozenset[Any] = frozenset()
+
+
+@dataclass(frozen=True)
+class Framework:
+    """One framework's plan space: its name, display name and rules.
+
+    Attributes
+    ----------
+    name
+        As ``engine.framework`` and ``--framework`` take it (``nemo-rl``).
+    display
+        As exports and reports write it (``NeMo RL``).
+    release
+        The release the rules are read from (``v0.4.0``).
+    rules
+        The rules, in the order they are checked.
+    """
+
+    name: str
+    display: str
+    release: str
+    rules: tuple[Rule, ...]
+
+    def of_kind(self, kind: type[Rule]) -> tuple[Any, ...]:
+        """The rules that are instances of ``kind``."""
+        return tuple(rule for rule in self.rules if isinstance(rule, kind))
+
+    def unsupported(self, instance: Instance) -> Unsupported | None:
+        """The first :class:`Unsupported` rule ``instance`` breaks (None: none)."""
+        for rule in self.of_kind(Unsupported):
+            if rule.applies(instance):
+                return rule
+        return None
+
+    def strategy_problem(self, name: str, kind: Kind, strategy: Strategy) -> str | None:
+        """Why ``strategy`` of vertex ``name`` breaks a :class:`FieldValues` rule (None: none)."""
+        for rule in self.of_kind(FieldValues):
+            if rule.covers(name, kind) and getattr(strategy, rule.field) not in rule.allowed:
+                got = value_word(getattr(strategy, rule.field))
+                return f"{self.display} {rule.line()}; got {rule.field} {got}"
+        return None
+
+    def block_problem(self, name: str, block: Block, cluster_gpus: int) -> str | None:
+        """Why ``block`` breaks a :class:`WholeCluster` rule for vertex ``name`` (None: none)."""
+        for rule in self.of_kind(WholeCluster):
+            if name in rule.vertices and block.size != cluster_gpus:
+                return f"{self.display} {rule.line()}; got {block.label()}"
+        return None
+
+    def staleness_allowed(self, value: int) -> bool:
+        """Whether every :class:`StalenessValues` rule allows ``value``."""
+        return all(value in rule.allowed for rule in self.of_kind(StalenessValues))
+
+    def layout_vertices(self) -> frozenset[str]:
+        """Vertices whose layout a rule compares (their dominance keeps layouts apart)."""
+        names: set[str] = set()
+        for rule in self.of_kind(SameLayout):
+            names |= {rule.leader, rule.follower}
+        return frozenset(names)
+
+    def compared_fields(self, name: str) -> tuple[str, ...]:
+        """Strategy fields of vertex ``name`` a cross-vertex rule reads (kept by dominance)."""
+        return tuple(
+            sorted({rule.field for rule in self.of_kind(FieldWhenShared) if rule.vertex == name})
+        )
+
+
+def plan_problems(framework: Framework, template: Template, plan: Plan, gpus: int) -> list[str]:
+    """Every rule of ``framework`` that ``plan`` breaks, one line each (empty: none).
+
+    Parameters
+    ----------
+    framework
+        The framework.
+    template
+        The plan's template (names its vertices).
+    plan
+        The plan.
+    gpus
+        GPUs of the cluster (for :class:`WholeCluster`).
+    """
+    names = template.names
+    placed = {name: plan.placements[i] for i, name in enumerate(names)}
+    staleness = plan.staleness_map
+    found: list[str] = []
+    prefix = framework.display
+    for i, name in enumerate(names):
+        placement = placed[name]
+        for problem in (
+            framework.strategy_problem(name, template.vertices[i].kind, placement.strategy),
+            framework.block_problem(name, placement.block, gpus),
+        ):
+            if problem is not None:
+                found.append(f"{name}: {problem}")
+    for rule in framework.rules:
+        broken = _pair_problem(rule, placed, staleness, framework)
+        if broken is not None:
+            found.append(f"{broken}: {prefix} {rule.line()}")
+    return found
+
+
+def _pair_problem(rule: Rule, placed: dict, staleness: dict[str, int], fw: Framework) -> str | None:
+    """The vertices a cross-vertex ``rule`` finds broken in a plan (None: holds or n/a)."""
+    if isinstance(rule, StalenessValues):
+        off = [f"staleness.{m} {s}" for m, s in sorted(staleness.items()) if s not in rule.allowed]
+        return ", ".join(off) or None
+    if isinstance(rule, SameBlock):
+        leader, follower = placed.get(rule.leader), placed.get(rule.follower)
+        if leader is None or follower is None:
+            return None
+        same = leader.block == follower.block
+        if isinstance(rule, SameLayout):
+            a, b = leader.strategy, follower.strategy
+            same = same and (a.dp, a.pp, a.tp) == (b.dp, b.pp, b.tp)
+        return None if same else f"{rule.follower} vs {rule.leader}"
+    if isinstance(rule, SameOrDisjoint):
+        present = [n for n in rule.vertices if n in placed]
+        for i, first in enumerate(present):
+            for second in present[i + 1 :]:
+                a, b = placed[first].block, placed[second].block
+                if a != b and a.intersects(b):
+                    return f"{first} and {second}"
+        return None
+    if isinstance(rule, DisjointWhenStale):
+        a, b = placed.get(rule.first), placed.get(rule.second)
+        if a is None or b is None or staleness.get(rule.model, 0) < 1:
+            return None
+        return f"{rule.first} and {rule.second}" if a.block.intersects(b.block) else None
+    if isinstance(rule, FieldWhenShared):
+        a, b = placed.get(rule.vertex), placed.get(rule.other)
+        if a is None or b is None or not a.block.intersects(b.block):
+            return None
+        if getattr(a.strategy, rule.field) in rule.allowed:
+            return None
+        return f"{rule.vertex} beside {rule.other}"
+    return None
+
+
+def allowed_words(rule: FieldValues) -> str:
+    """The allowed values of a field rule in plan-file words (``false``, ``zero1``)."""
+    return ", ".join(sorted(value_word(value) for value in rule.allowed))

@@ -1,0 +1,7 @@
+"""The plan space verl can express (docs/plan-space.md#framework-plan-spaces)."""
+
+from __future__ import annotations
+
+from rlplan.rpeg.model.frameworks.rules import Framework
+
+FRAMEWORK = Framework(name="verl", display="verl", release="", rules=())
