@@ -101,6 +101,13 @@ def add_solve(commands: argparse._SubParsersAction) -> None:
     )
     solve.add_argument("--quiet", action="store_true", help="no live progress")
     solve.add_argument(
+        "--framework",
+        metavar="FRAMEWORK",
+        help="plan for what this framework can run (verl, nemo-rl, openrlhf, slime; "
+        "default: the instance's engine.framework); the full-space optimum is solved beside it, "
+        "each on half the time limit",
+    )
+    solve.add_argument(
         "--verbose",
         action="store_true",
         help="show the exact solver's own log (HiGHS, CP-SAT) on stderr instead of the "

@@ -28,6 +28,7 @@ from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.model.plan import plan_to_json
 from rlplan.rpeg.schema.solver_options import COMMAND_LINE, check_option
+from rlplan.solvers.framework_gap import framework_words, solve_in_framework
 from rlplan.solvers.options import solve_request
 from rlplan.solvers.progress import finish_history, make_progress
 from rlplan.solvers.result import Result, Status
@@ -50,7 +51,7 @@ def command_solve(args: argparse.Namespace) -> int:
     check_count(args.evaluations, "--evaluations", 1, 1e9)
     if args.out:
         check_output_folder(args.out, run=True)
-    problem = load_problem(args.instance)
+    problem = load_problem(args.instance, args.framework)
     if args.evaluations is not None:
         instance = problem.instance
         optimizer = dataclasses.replace(instance.optimizer, e_max=args.evaluations)
@@ -68,7 +69,7 @@ def command_solve(args: argparse.Namespace) -> int:
     interrupts.reset()
     with interrupts.handle_signals(say_stopping, say_finishing):
         try:
-            result = request.solve(problem, options)
+            result = solve_in_framework(request.solve, problem, options)
         finally:
             options.progress.close()
         # A second signal from here on exits once the run folder is complete.
@@ -176,6 +177,8 @@ def print_solve_summary(result: Result, written: list[str]) -> None:
         print(f"score        {result.score_step:.4f} s per step (the objective)")
     if template is not None:
         print(f"template     {template}")
+    for line in framework_words(result.stats):
+        print(f"framework    {line}")
     staleness = describe_staleness(result)
     if staleness is not None:
         print(f"staleness    {staleness}")

@@ -39,6 +39,7 @@ from collections.abc import Callable
 from ortools.sat.python import cp_model
 
 from rlplan.formulation import Formulation, rows
+from rlplan.formulation.framework import ImplicationRow, framework_rows
 from rlplan.rpeg import interrupts
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Plan
@@ -224,6 +225,7 @@ class CpSatModel:
             self._refit,
             self._memory_capacity,
             self._host_memory,
+            self._framework_rules,
             self._objective,
             self._gpu_load,
             self._gpu_area,
@@ -365,6 +367,30 @@ class CpSatModel:
                     >= cp_model.LinearExpr.weighted_sum(literals, [b for _, b in terms.terms])
                 )
             model.add(total <= capacity)
+
+    def _framework_rules(self) -> None:
+        """The framework's cross-vertex rules (docs/formulation.md#framework-rules).
+
+        An implication is ``sum(then) >= 1`` enforced by the condition's literal
+        (the condition forbidden when ``then`` is empty); an exclusion is a
+        clause of the conditions' negated literals.
+        """
+        v, model = self.vars, self.model
+        for row in framework_rows(self.formulation):
+            self._tick()
+            if isinstance(row, ImplicationRow):
+                then = row.then
+                if isinstance(then, rows.OnBlocks):
+                    members = [v.on_block[then.vertex][b] for b in then.blocks]
+                else:
+                    members = [v.choose[then.vertex][a] for a in then.indices]
+                literal = self._literal(row.condition)
+                if members:
+                    model.add_bool_or(members).only_enforce_if(literal)
+                else:
+                    model.add(literal == 0)
+            else:
+                model.add_bool_or([~self._literal(c) for c in row.conditions])
 
     def _memory_capacity(self) -> None:
         """Per GPU: Σ over models of the largest resident + the largest transient ≤ capacity."""

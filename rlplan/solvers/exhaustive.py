@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 
 from rlplan.rpeg.evaluation.problem import Problem
+from rlplan.rpeg.model.frameworks.conform import framework_problems
 from rlplan.rpeg.model.plan import Placement, Plan, make_staleness
 from rlplan.solvers.common import plan_result, unplaceable_result
 from rlplan.solvers.options import SolveOptions
@@ -233,6 +234,8 @@ def _search_placement(
     """
     for staleness in staleness_options:
         plan = Plan(base.placements, staleness)
+        if framework_problems(problem.directory, plan):
+            continue  # outside the framework's plan space (engine.framework)
         listed = problem.simulator.evaluate(plan)
         if listed.makespan < state.best:
             state.best, state.best_plan = listed.makespan, plan

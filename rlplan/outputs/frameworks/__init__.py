@@ -17,8 +17,10 @@ from types import ModuleType
 from rlplan.outputs.frameworks import nemo_rl, openrlhf, verl
 from rlplan.outputs.frameworks.common import PlanFacts, Settings
 from rlplan.paths import SOURCE_ROOT
-from rlplan.rpeg.errors import InputError, InstanceError
+from rlplan.rpeg.errors import InputError, InstanceError, PlanError
 from rlplan.rpeg.evaluation.problem import Problem
+from rlplan.rpeg.model.frameworks import FRAMEWORKS as PLAN_SPACES
+from rlplan.rpeg.model.frameworks.rules import plan_breaks
 from rlplan.rpeg.model.plan import Plan
 from rlplan.rpeg.schema.fingerprint import instance_fingerprint
 from rlplan.rpeg.schema.instance import load_instance
@@ -113,9 +115,40 @@ def export_config(problem: Problem, plan: Plan, framework: str, plan_name: str =
     ------
     InputError
         For an unknown framework name.
+    PlanError
+        For a plan outside the framework's plan space (:func:`check_runnable`).
     """
+    if framework in FRAMEWORKS:
+        check_runnable(problem, plan, framework, plan_name)
     settings = framework_settings(problem, plan, framework, plan_name)
     return FRAMEWORKS[framework].render(settings)
+
+
+def check_runnable(problem: Problem, plan: Plan, framework: str, plan_name: str) -> None:
+    """Refuse, in one line naming the rule, a plan ``framework`` cannot run.
+
+    The rules are those of the framework's plan space
+    (:mod:`rlplan.rpeg.model.frameworks`): the instance may be one the
+    framework cannot run at all, or the plan may break a rule.
+
+    Raises
+    ------
+    PlanError
+        Naming the first rule broken and how to get a plan the framework runs.
+    """
+    space = PLAN_SPACES[framework]
+    fix = f"solve with --framework {framework} for a plan {space.display} can run"
+    rule = space.unsupported(problem.instance)
+    if rule is not None:
+        raise PlanError(plan_name, f"{space.display} rule {rule.name}: {rule.words}")
+    template = problem.directory.for_plan(plan).template
+    breaks = plan_breaks(space, template, plan, problem.directory.cluster.num_gpus)
+    if breaks:
+        rule, line = breaks[0]
+        where = line.split(":", 1)[0]
+        raise PlanError(
+            plan_name, f"{where} breaks {space.display} rule {rule.name}: {rule.words}; {fix}"
+        )
 
 
 def _recorded(plan_path: str) -> tuple[str | None, str | None]:

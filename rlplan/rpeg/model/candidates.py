@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from rlplan.rpeg.model.blocks import Block, Cluster
 from rlplan.rpeg.model.cost import CostModel, Footprint, Strategy
+from rlplan.rpeg.model.frameworks import FRAMEWORKS, Framework
 from rlplan.rpeg.model.pinning import block_pin_problem, pin_strategy_problem
 from rlplan.rpeg.schema.instance import Instance, PlacementConfig
 from rlplan.rpeg.schema.pins import Pins
@@ -82,7 +83,18 @@ def strategy_problem(
         broken = pin_strategy_problem(pin, shape, strategy, instance.workload.sequences)
         if broken is not None:
             return f"placement.pin.{vertex.name}: {broken}"
+    framework = framework_of(instance)
+    if framework is not None:
+        broken = framework.strategy_problem(vertex.name, vertex.kind, strategy)
+        if broken is not None:
+            return f"engine.framework: {broken}"
     return None
+
+
+def framework_of(instance: Instance) -> Framework | None:
+    """The framework whose plan space ``instance`` is restricted to (None: the full space)."""
+    name = instance.engine.framework
+    return None if name is None else FRAMEWORKS[name]
 
 
 def _list_problem(
@@ -223,6 +235,8 @@ class CandidateDirectory:
         self.cluster = cluster or Cluster(instance.hardware, instance.placement.min_block_gpus)
         self.cost = CostModel(instance, self.cluster)
         self.capacity = instance.hardware.usable_memory
+        #: The framework whose rules narrow the plan space (None: the full space).
+        self.framework = framework_of(instance)
         self._cache: dict[tuple[int, tuple[int, int, int], Strategy], Candidate] = {}
         touched = {e.src for e in self.template.pub_edges} | {
             e.dst for e in self.template.pub_edges
@@ -233,8 +247,8 @@ class CandidateDirectory:
             index for index in range(len(self.template.vertices)) if index not in touched
         )
         #: ``allowed[v][shape]``: the blocks of ``shape`` vertex ``v`` may use,
-        #: every block of the shape unless a block pin (``placement.pin``)
-        #: narrows them; shapes without such a block are left out.
+        #: every block of the shape unless a block pin (``placement.pin``) or a
+        #: framework rule narrows them; shapes without such a block are left out.
         self.allowed: list[dict[tuple[int, int, int], tuple[Block, ...]]] = []
         for vertex in self.template.vertices:
             allowed: dict[tuple[int, int, int], tuple[Block, ...]] = {}
@@ -243,6 +257,7 @@ class CandidateDirectory:
                     block
                     for block in blocks
                     if block_pin_problem(instance.placement.pin, vertex.name, block) is None
+                    and self._framework_allows(vertex.name, block)
                 )
                 if kept:
                     allowed[shape] = kept
@@ -271,10 +286,31 @@ class CandidateDirectory:
                 self.refused += sum(not c.starts for c in built)
                 self.enumerated += len(strategies)
                 self.fitting += len(feasible)
-                kept = _non_dominated(feasible, index in self._layout_free)
+                kept = _non_dominated(feasible, index in self._layout_free, self._kept_apart(index))
                 if kept:
                     per_shape[shape] = tuple(sorted(kept, key=_candidate_order))
             self.options.append(per_shape)
+
+    def _framework_allows(self, name: str, block: Block) -> bool:
+        """Whether the framework's block rules let vertex ``name`` use ``block``."""
+        if self.framework is None:
+            return True
+        return self.framework.block_problem(name, block, self.cluster.num_gpus) is None
+
+    def _kept_apart(self, vertex: int) -> tuple[str, ...]:
+        """What dominance must not compare across for ``vertex`` under the framework's rules.
+
+        A cross-vertex rule reads a vertex's layout (:class:`SameLayout
+        <rlplan.rpeg.model.frameworks.rules.SameLayout>`) or a field
+        (:class:`FieldWhenShared <rlplan.rpeg.model.frameworks.rules.FieldWhenShared>`):
+        a candidate replacing another must agree on them, or the rule could
+        hold for the pruned one and not for its replacement.
+        """
+        if self.framework is None:
+            return ()
+        name = self.template.vertices[vertex].name
+        layout = ("dp", "pp", "tp") if name in self.framework.layout_vertices() else ()
+        return (*layout, *self.framework.compared_fields(name))
 
     @property
     def fused(self) -> bool:
@@ -416,23 +452,27 @@ def _candidate_order(candidate: Candidate) -> tuple:
     )
 
 
-def _dominance_key(candidate: Candidate, layout_free: bool) -> tuple:
+def _dominance_key(candidate: Candidate, layout_free: bool, apart: tuple[str, ...] = ()) -> tuple:
     """Candidates compared for dominance: those whose pub lags are the same.
 
     Without pub edges the layout does not matter. A ZeRO-3 layout sharded over
     dp > 1 equals no user's layout, so every such candidate pays the same pub
-    lags whatever its (tp, pp).
+    lags whatever its (tp, pp). Strategy fields named in ``apart`` (those a
+    framework rule reads) must also agree.
     """
+    kept = tuple(getattr(candidate.strategy, name) for name in apart)
     if layout_free:
-        return ()
+        return kept
     layout = candidate.strategy.layout
-    return layout if layout[2] == 1 else ("sharded over dp",)
+    return (*kept, *(layout if layout[2] == 1 else ("sharded over dp",)))
 
 
-def _non_dominated(candidates: list[Candidate], layout_free: bool = False) -> list[Candidate]:
+def _non_dominated(
+    candidates: list[Candidate], layout_free: bool = False, apart: tuple[str, ...] = ()
+) -> list[Candidate]:
     groups: dict[tuple, list[Candidate]] = {}
     for candidate in candidates:
-        groups.setdefault(_dominance_key(candidate, layout_free), []).append(candidate)
+        groups.setdefault(_dominance_key(candidate, layout_free, apart), []).append(candidate)
     kept = []
     for group in groups.values():
         group.sort(key=lambda c: (c.time, c.resident, c.transient, c.host, *_candidate_order(c)))

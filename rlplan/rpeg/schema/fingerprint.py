@@ -32,7 +32,9 @@ def instance_fingerprint(instance: Instance) -> str:
     staleness candidates, engine and placement sections: what the simulator
     evaluates a plan with and the plan space it was chosen from. Leaves out
     the name, the solver section, the local-search knobs and the reference
-    run, and, being computed from the parsed instance, comments, layout,
+    run, ``engine.framework`` (it narrows the plan space but changes no plan's
+    evaluation: a plan of a framework's space is a plan of the full space),
+    and, being computed from the parsed instance, comments, layout,
     key order and how a number is spelt.
 
     Parameters
@@ -56,7 +58,11 @@ def instance_fingerprint(instance: Instance) -> str:
         "algorithm": instance.algorithm,
         "k_eval": instance.k_eval,
         "staleness_candidates": instance.optimizer.staleness_candidates,
-        "engine": dataclasses.asdict(instance.engine),
+        "engine": {
+            key: value
+            for key, value in dataclasses.asdict(instance.engine).items()
+            if key != "framework"
+        },
         "placement": dataclasses.asdict(instance.placement),
     }
     text = json.dumps(_canonical(content), sort_keys=True, separators=(",", ":"))

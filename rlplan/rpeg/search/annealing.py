@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rlplan.rpeg.evaluation.simulator import Simulator
+from rlplan.rpeg.model.frameworks.conform import conform, framework_problems
 from rlplan.rpeg.model.plan import Plan
 from rlplan.rpeg.search.moves import DEFAULT_MOVES, PAIR, PARAMETER, SINGLE, Move, MoveContext
 from rlplan.rpeg.search.state import SearchState
@@ -137,8 +138,13 @@ class SimulatedAnnealing:
     # -- evaluation ------------------------------------------------------------------
 
     def _state(self, plan: Plan) -> SearchState:
+        """The state of ``plan``, conformed first to the framework's rules (if any)."""
         self.statistics.evaluations += 1
-        state = SearchState.of(plan, self.simulator.evaluate(plan), self.capacity)
+        allowed = True
+        if self.directory.framework is not None:
+            plan = conform(self.directory, plan)
+            allowed = not framework_problems(self.directory, plan)
+        state = SearchState.of(plan, self.simulator.evaluate(plan), self.capacity, allowed)
         if self.switch_templates and state.feasible:
             known = self.best_by_template.get(plan.fused)
             if known is None or state.objective < known.objective:

@@ -24,6 +24,7 @@ import itertools
 from rlplan.rpeg.evaluation.simulator import Simulator
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.candidates import Candidate, CandidateDirectory
+from rlplan.rpeg.model.frameworks.conform import conform, framework_problems
 from rlplan.rpeg.model.plan import Placement, Plan, make_staleness
 
 
@@ -41,12 +42,17 @@ def repair_memory(plan: Plan, simulator: Simulator, max_moves: int = 64) -> Plan
     Each move picks, over all vertices and their candidates on the same block
     shape, the one that lowers the worst overflow most, breaking ties by the
     smallest time increase. Returns ``None`` when no move helps.
+
+    Under a framework's rules (``engine.framework``) the plan and every trial
+    are first conformed to them (:func:`~rlplan.rpeg.model.frameworks.conform.conform`),
+    and a plan that still breaks one is ``None``.
     """
     directory = simulator.directory
+    plan = conform(directory, plan)
     violation = simulator.memory_violation(plan)
     for _ in range(max_moves):
         if violation <= 0:
-            return plan
+            return None if framework_problems(directory, plan) else plan
         best: tuple[float, float] | None = None
         best_plan = None
         for vertex, placement in enumerate(plan.placements):
@@ -55,6 +61,7 @@ def repair_memory(plan: Plan, simulator: Simulator, max_moves: int = 64) -> Plan
                 if candidate.memory >= current.memory:
                     continue
                 trial = plan.with_placement(vertex, Placement(placement.block, candidate.strategy))
+                trial = conform(directory, trial)
                 trial_violation = simulator.memory_violation(trial)
                 key = (trial_violation, candidate.time - current.time)
                 if trial_violation < violation and (best is None or key < best):
@@ -62,7 +69,7 @@ def repair_memory(plan: Plan, simulator: Simulator, max_moves: int = 64) -> Plan
         if best_plan is None:
             return None
         plan, violation = best_plan, best[0]
-    return plan if violation <= 0 else None
+    return plan if violation <= 0 and not framework_problems(directory, plan) else None
 
 
 def _greedy_block(directory: CandidateDirectory, vertex: int, whole: Block) -> Block | None:

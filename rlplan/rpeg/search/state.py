@@ -19,13 +19,18 @@ class SearchState:
     plan: Plan
     evaluation: Evaluation
     score: float
+    #: Whether the plan lies in the framework's plan space (``engine.framework``).
+    allowed: bool = True
 
     @classmethod
-    def of(cls, plan: Plan, evaluation: Evaluation, capacity: float) -> SearchState:
+    def of(
+        cls, plan: Plan, evaluation: Evaluation, capacity: float, allowed: bool = True
+    ) -> SearchState:
         """Score = the objective (makespan, x (1 + lambda_ac) for a fused plan),
-        inflated in proportion to the worst memory overflow."""
+        inflated in proportion to the worst memory overflow; infinite for a plan
+        outside the framework's plan space."""
         score = evaluation.score * (1.0 + OVERFLOW_PENALTY * evaluation.violation / capacity)
-        return cls(plan, evaluation, score)
+        return cls(plan, evaluation, score if allowed else float("inf"), allowed)
 
     @property
     def objective(self) -> float:
@@ -34,8 +39,8 @@ class SearchState:
 
     @property
     def feasible(self) -> bool:
-        """Whether the plan fits in memory."""
-        return self.evaluation.feasible
+        """Whether the plan fits in memory (and lies in the framework's plan space)."""
+        return self.allowed and self.evaluation.feasible
 
     @property
     def makespan(self) -> float:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlplan.formulation import Formulation, build_formulation, rows
+from rlplan.formulation.framework import ImplicationRow, framework_rows
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Plan
 from rlplan.solvers.common import Deadline
@@ -211,6 +212,7 @@ class MilpModel:
         "refit",
         "memory_capacity",
         "host_memory",
+        "framework_rules",
         "objective_makespan",
         "gpu_load",
         "gpu_area",
@@ -230,6 +232,7 @@ class MilpModel:
         self._refit()
         self._memory_capacity()
         self._host_memory()
+        self._framework_rules()
         self._objective()
         self._gpu_load()
         self._gpu_area()
@@ -355,6 +358,23 @@ class MilpModel:
                     )
                 )
             model.add(total <= f.host_capacity / GB)
+
+    def _framework_rules(self) -> None:
+        """The framework's cross-vertex rules (docs/formulation.md#framework-rules).
+
+        An implication is ``condition <= sum(then)``; an exclusion of k
+        conditions is ``sum(conditions) <= k - 1``.
+        """
+        model = self.model
+        model.start_family("framework_rules")
+        for row in framework_rows(self.formulation):
+            if isinstance(row, ImplicationRow):
+                model.add(self._condition(row.condition) - self._condition(row.then) <= 0)
+            else:
+                total = Expr()
+                for condition in row.conditions:
+                    total = total + self._condition(condition)
+                model.add(total <= len(row.conditions) - 1)
 
     def _memory_capacity(self) -> None:
         """Per GPU unit: Σ over models of the largest resident + largest transient ≤ capacity."""

@@ -227,23 +227,35 @@ def plan_problems(framework: Framework, template: Template, plan: Plan, gpus: in
     gpus
         GPUs of the cluster (for :class:`WholeCluster`).
     """
+    return [line for _, line in plan_breaks(framework, template, plan, gpus)]
+
+
+def plan_breaks(
+    framework: Framework, template: Template, plan: Plan, gpus: int
+) -> list[tuple[Rule, str]]:
+    """Every (rule, line) of :func:`plan_problems`: the rules ``plan`` breaks, with words."""
     names = template.names
     placed = {name: plan.placements[i] for i, name in enumerate(names)}
     staleness = plan.staleness_map
-    found: list[str] = []
+    found: list[tuple[Rule, str]] = []
     prefix = framework.display
-    for i, name in enumerate(names):
-        placement = placed[name]
-        for problem in (
-            framework.strategy_problem(name, template.vertices[i].kind, placement.strategy),
-            framework.block_problem(name, placement.block, gpus),
-        ):
-            if problem is not None:
-                found.append(f"{name}: {problem}")
     for rule in framework.rules:
-        broken = _pair_problem(rule, placed, staleness, framework)
-        if broken is not None:
-            found.append(f"{broken}: {prefix} {rule.line()}")
+        if isinstance(rule, FieldValues):
+            for i, name in enumerate(names):
+                strategy = placed[name].strategy
+                value = getattr(strategy, rule.field)
+                if rule.covers(name, template.vertices[i].kind) and value not in rule.allowed:
+                    got = f"got {rule.field} {value_word(value)}"
+                    found.append((rule, f"{name}: {prefix} {rule.line()}; {got}"))
+        elif isinstance(rule, WholeCluster):
+            for name in rule.vertices:
+                block = placed[name].block if name in placed else None
+                if block is not None and block.size != gpus:
+                    found.append((rule, f"{name}: {prefix} {rule.line()}; got {block.label()}"))
+        else:
+            broken = _pair_problem(rule, placed, staleness, framework)
+            if broken is not None:
+                found.append((rule, f"{broken}: {prefix} {rule.line()}"))
     return found
 
 

@@ -1,0 +1,133 @@
+"""Plans made to follow a framework's rules: the heuristics' repair, everyone's check.
+
+The exact backends write the cross-vertex rules as rows
+(:mod:`rlplan.formulation.framework`); the heuristics (baselines, random
+starts, local-search neighbours) build plans one vertex at a time, so each of
+their plans is first *conformed*: a follower takes its leader's block (and
+layout), a vertex beside a colocated rollout takes an allowed value of the
+rule's field, a staleness outside the framework's values, or one the
+placement forbids, falls back to one it allows. What cannot be repaired
+that way (two blocks that overlap without being equal) is left, and
+:func:`framework_problems` reports it (docs/plan-space.md#framework-plan-spaces).
+"""
+
+from __future__ import annotations
+
+from rlplan.rpeg.model.candidates import Candidate, CandidateDirectory
+from rlplan.rpeg.model.frameworks.rules import (
+    DisjointWhenStale,
+    FieldWhenShared,
+    SameBlock,
+    SameLayout,
+    StalenessValues,
+    plan_problems,
+)
+from rlplan.rpeg.model.plan import Placement, Plan
+
+
+def framework_problems(directory: CandidateDirectory, plan: Plan) -> list[str]:
+    """The rules of the directory's framework that ``plan`` breaks (empty: none or no framework)."""
+    framework = directory.framework
+    if framework is None:
+        return []
+    template = directory.for_plan(plan).template
+    return plan_problems(framework, template, plan, directory.cluster.num_gpus)
+
+
+def conform(directory: CandidateDirectory, plan: Plan) -> Plan:
+    """``plan`` repaired to follow the framework's rules where one vertex's change can.
+
+    Followers of :class:`SameBlock` / :class:`SameLayout` rules move to their
+    leader's block (a candidate with the leader's layout, the current
+    strategy if it is one, else the fastest); a :class:`FieldWhenShared`
+    vertex switches to the fastest candidate of its block with the leader's
+    layout and an allowed field; staleness outside :class:`StalenessValues`
+    becomes the largest allowed value below it, and a :class:`DisjointWhenStale`
+    pair that shares GPUs runs on-policy. The result may still break a rule
+    (:func:`framework_problems` tells).
+    """
+    framework = directory.framework
+    if framework is None:
+        return plan
+    directory = directory.for_plan(plan)
+    names = directory.template.names
+    for rule in framework.of_kind(SameBlock):
+        if rule.leader in names and rule.follower in names:
+            plan = _follow(
+                directory, plan, names.index(rule.leader), names.index(rule.follower), rule
+            )
+    for rule in framework.of_kind(FieldWhenShared):
+        if rule.vertex in names and rule.other in names:
+            plan = _field_beside(
+                directory, plan, names.index(rule.vertex), names.index(rule.other), rule
+            )
+    return _staleness(framework, names, plan)
+
+
+def _layout(candidate_or_strategy) -> tuple[int, int, int]:
+    strategy = getattr(candidate_or_strategy, "strategy", candidate_or_strategy)
+    return (strategy.dp, strategy.pp, strategy.tp)
+
+
+def _follow(
+    directory: CandidateDirectory, plan: Plan, leader: int, follower: int, rule: SameBlock
+) -> Plan:
+    """The follower on the leader's block (with its layout for a :class:`SameLayout` rule)."""
+    lead, follow = plan.placements[leader], plan.placements[follower]
+    same_layout = isinstance(rule, SameLayout)
+    if follow.block == lead.block and (
+        not same_layout or _layout(follow.strategy) == _layout(lead.strategy)
+    ):
+        return plan
+    options = directory.options[follower].get(lead.block.extent, ())
+    if same_layout:
+        options = tuple(c for c in options if _layout(c) == _layout(lead.strategy))
+    chosen = _keep_or_fastest(options, follow.strategy)
+    if chosen is None or not directory.allows(follower, lead.block):
+        return plan
+    return plan.with_placement(follower, Placement(lead.block, chosen.strategy))
+
+
+def _field_beside(
+    directory: CandidateDirectory, plan: Plan, vertex: int, other: int, rule: FieldWhenShared
+) -> Plan:
+    """The vertex with an allowed value of the rule's field when it shares GPUs with ``other``."""
+    mine, theirs = plan.placements[vertex], plan.placements[other]
+    if not mine.block.intersects(theirs.block):
+        return plan
+    if getattr(mine.strategy, rule.field) in rule.allowed:
+        return plan
+    options = tuple(
+        c
+        for c in directory.options[vertex].get(mine.block.extent, ())
+        if getattr(c.strategy, rule.field) in rule.allowed and _layout(c) == _layout(mine.strategy)
+    )
+    if not options:
+        return plan
+    return plan.with_placement(vertex, Placement(mine.block, options[0].strategy))
+
+
+def _keep_or_fastest(options: tuple[Candidate, ...], strategy) -> Candidate | None:
+    for candidate in options:
+        if candidate.strategy == strategy:
+            return candidate
+    return options[0] if options else None
+
+
+def _staleness(framework, names: tuple[str, ...], plan: Plan) -> Plan:
+    """Staleness the framework allows, on-policy where a stale pair shares GPUs."""
+    placed = dict(zip(names, plan.placements, strict=True))
+    for model, value in plan.staleness:
+        allowed = sorted(
+            s
+            for s in range(value + 1)
+            if all(s in rule.allowed for rule in framework.of_kind(StalenessValues))
+        )
+        for rule in framework.of_kind(DisjointWhenStale):
+            first, second = placed.get(rule.first), placed.get(rule.second)
+            if rule.model == model and first and second and first.block.intersects(second.block):
+                allowed = [s for s in allowed if s < 1]
+        wanted = allowed[-1] if allowed else value
+        if wanted != value:
+            plan = plan.with_staleness(model, wanted)
+    return plan
