@@ -140,6 +140,7 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
         "Optimality, bound and gap are over the plan space: aligned power-of-two blocks, "
         "the strategies and microbatch counts of the instance, and its staleness candidates.",
     ]
+    lines += framework_space_markdown(result)
     if result.plan is None or trace is None:
         return "\n".join(lines) + "\n"
     plan, directory = result.plan, problem.directory.for_plan(result.plan)
@@ -183,6 +184,39 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
     ]
     lines += colocation_markdown(trace)
     return "\n".join(lines) + "\n"
+
+
+def framework_space_markdown(result: Result) -> list[str]:
+    """The "Framework plan space" section: the framework's best plan beside the full-space one."""
+    facts = result.stats.get("framework")
+    if not facts or "step_time" not in facts:
+        return []
+    name = facts["display"]
+    lines = [
+        "",
+        "## Framework plan space",
+        "",
+        f"The plan lies in what {name} {facts['release']} can run ({facts['rules']} rules, "
+        "docs/plan-space.md#framework-plan-spaces); the full plan space was solved beside it.",
+        "",
+        "| plan space | step time | status | lower bound per step |",
+        "|---|---|---|---|",
+        f"| {name} | {_seconds(facts['step_time'])} | {facts['status']} "
+        f"| {_seconds(facts['bound_step'])} |",
+        f"| full | {_seconds(facts['full_space_step_time'])} | {facts['full_space_status']} "
+        f"| {_seconds(facts['full_space_bound_step'])} |",
+    ]
+    if facts["speedup"] is not None:
+        lines += [
+            "",
+            f"{name}'s best plan takes {facts['speedup']:.3f}x the full-space plan's step.",
+        ]
+    if facts["needs"]:
+        lines += ["", f"To run the full-space plan, {name} would need:", ""]
+        lines += [f"- {need}" for need in facts["needs"]]
+        lines += ["", "The rules it breaks:", ""]
+        lines += [f"- {line}" for line in facts["broken"]]
+    return lines
 
 
 def colocation_markdown(trace: Trace) -> list[str]:
