@@ -16,9 +16,10 @@ from rlplan.cli.common import (
 )
 from rlplan.outputs.files import check_output_file, write_text
 from rlplan.outputs.frameworks import FRAMEWORKS, export_config, locate_instance
-from rlplan.rpeg.errors import InputError, PlanError
+from rlplan.rpeg.errors import InputError, PlanError, did_you_mean
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import read_plan
+from rlplan.rpeg.schema.engine import FRAMEWORK_NAMES
 from rlplan.solvers import milp
 from rlplan.solvers.local import warm_start_plan
 from rlplan.solvers.options import SolveOptions
@@ -79,9 +80,17 @@ def command_export_config(args: argparse.Namespace) -> int:
     if args.framework is None:
         raise InputError("--framework", f"missing (one of {', '.join(FRAMEWORKS)})")
     if args.framework not in FRAMEWORKS:
+        allowed = ", ".join(FRAMEWORKS)
+        if args.framework in FRAMEWORK_NAMES:
+            raise InputError(
+                "--framework",
+                f"{args.framework} has a plan space (solve --framework {args.framework}) but "
+                f"no exporter; export-config writes {allowed}",
+            )
         raise InputError(
             "--framework",
-            f"unknown framework {args.framework!r} (allowed: {', '.join(FRAMEWORKS)})",
+            f"unknown framework {args.framework!r} (allowed: {allowed})"
+            + did_you_mean(args.framework, FRAMEWORKS),
         )
     check_output_file(args.out, "--out")
     if not os.path.isfile(args.plan):

@@ -47,10 +47,7 @@ def framework_settings(problem: Problem, plan: Plan, framework: str, plan_name: 
             "--framework",
             f"unknown framework {framework!r} (allowed: {', '.join(FRAMEWORKS)})",
         )
-    facts = PlanFacts(problem, plan)
-    if plan.fused:
-        return fused_settings(facts, DISPLAY_NAMES[framework], plan_name)
-    return module.settings(facts, plan_name)
+    return module.settings(PlanFacts(problem, plan), plan_name)
 
 
 #: Framework name -> the name its exports use.
@@ -59,34 +56,6 @@ DISPLAY_NAMES = {
     openrlhf.FRAMEWORK: "OpenRLHF",
     nemo_rl.FRAMEWORK: "NeMo RL",
 }
-
-
-def fused_settings(facts: PlanFacts, framework: str, plan_name: str) -> Settings:
-    """Comment lines only: ``framework`` has no fused actor-critic (AC-share) setting.
-
-    None of verl, OpenRLHF and NeMo RL can share one backbone between the
-    policy and the value head, so an AC-share plan is not exported as
-    settings that would run something else; the lines say so and list the
-    plan's placements in words.
-    """
-    out = Settings(framework)
-    facts.header(out, plan_name, "no settings: see below")
-    out.unsupported(
-        "this plan fuses actor and critic into one model (AC-share: the actor's backbone "
-        f"with a policy head and a value head), and {framework} has no fused actor-critic "
-        "setting; no key is set, since separate actor and critic settings would run another "
-        "plan. For a plan this framework can run, solve again without "
-        "optimizer.staleness_candidates.ac_share (or with a larger optimizer.lambda_ac)."
-    )
-    out.comment("the fused plan, for reference:")
-    for name in facts.blocks:
-        entry = facts.entry(name)
-        out.comment(f"  {facts.where(name)}")
-        if "micro_batch_size_per_gpu" in entry:
-            out.comment(f"    micro-batch {entry['micro_batch_size_per_gpu']} sequences per GPU")
-    for model, steps in facts.staleness.items():
-        out.comment(f"  staleness of {model}: {steps}")
-    return out
 
 
 def export_config(problem: Problem, plan: Plan, framework: str, plan_name: str = "plan") -> str:
@@ -138,6 +107,13 @@ def check_runnable(problem: Problem, plan: Plan, framework: str, plan_name: str)
     """
     space = PLAN_SPACES[framework]
     fix = f"solve with --framework {framework} for a plan {space.display} can run"
+    if plan.fused:
+        raise PlanError(
+            plan_name,
+            "the plan fuses actor and critic into one model (AC-share) and "
+            f"{space.display} has no fused actor-critic; solve again without "
+            "optimizer.staleness_candidates.ac_share for a plan it can run",
+        )
     rule = space.unsupported(problem.instance)
     if rule is not None:
         raise PlanError(plan_name, f"{space.display} rule {rule.name}: {rule.words}")
