@@ -369,13 +369,11 @@ def test_plans_without_ac_share_keep_their_results():
 
 
 @pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
-def test_export_config_of_a_fused_plan_says_it_is_not_expressible(framework):
-    """No framework has a fused actor-critic: comment lines say so and no key is set."""
+def test_export_config_refuses_a_fused_plan(framework):
+    """No framework has a fused actor-critic: the export is refused in one line saying so."""
     prob = problem(0.0)
-    text = export_config(prob, solved("exhaustive", 0.0).plan, framework, "plan.json")
-    lines = [line for line in text.splitlines() if line.strip() and line.strip() != "{}"]
-    assert all(line.startswith("#") for line in lines), text
-    assert any("not expressible" in line and "fused actor-critic" in line for line in lines)
+    with pytest.raises(PlanError, match="fused actor-critic"):
+        export_config(prob, solved("exhaustive", 0.0).plan, framework, "plan.json")
 
 
 def test_cli_solve_and_simulate_a_fused_plan(tmp_path, capsys):
