@@ -375,10 +375,15 @@ class Instance:
 
     @property
     def templates(self) -> tuple[str, ...]:
-        """The templates of the plan space: (separate,), (ac_share,) or both."""
+        """The templates of the plan space: (separate,), (ac_share,) or both.
+
+        Under ``engine.framework`` the separate one only: none of the
+        frameworks has a fused actor-critic (docs/plan-space.md#framework-plan-spaces).
+        """
         if self.template is not None:
             return (self.template,)
-        return (SEPARATE, FUSED) if self.ac_share else (SEPARATE,)
+        fused = self.ac_share and self.engine.framework is None
+        return (SEPARATE, FUSED) if fused else (SEPARATE,)
 
     @property
     def fused(self) -> bool:
