@@ -1,0 +1,100 @@
+"""Conforming heuristic plans to a framework's rules (rlplan/rpeg/model/frameworks/conform.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from rlplan.rpeg.evaluation.problem import Problem
+from rlplan.rpeg.model import frameworks
+from rlplan.rpeg.model.frameworks import rules as R
+from rlplan.rpeg.model.frameworks.conform import conform, framework_problems
+from rlplan.rpeg.model.plan import Placement, Plan
+from rlplan.rpeg.schema.instance import load_instance
+from rlplan.rpeg.search.baselines import greedy_plan
+
+WORDS = {"words": "w", "need": "n", "source": "s"}
+
+
+def framed(path: str, monkeypatch, *rules: R.Rule) -> Problem:
+    monkeypatch.setitem(frameworks.FRAMEWORKS, "nemo-rl", R.Framework("nemo-rl", "T", "t", rules))
+    instance = load_instance(path)
+    engine = dataclasses.replace(instance.engine, framework="nemo-rl")
+    return Problem.from_instance(dataclasses.replace(instance, engine=engine))
+
+
+def _layout(placement):
+    s = placement.strategy
+    return (placement.block, s.dp, s.pp, s.tp)
+
+
+def _shared_plan(problem: Problem):
+    """Every vertex on the whole cluster with its fastest strategy there (memory aside)."""
+    directory = problem.directory
+    whole = directory.cluster.blocks[0]
+    assert whole.size == directory.cluster.num_gpus
+    placements = tuple(
+        Placement(whole, directory.options[v][whole.extent][0].strategy)
+        for v in range(len(directory.template.vertices))
+    )
+    return Plan(placements, (("actor", 0),))
+
+
+def test_a_follower_takes_its_leaders_block_and_layout(monkeypatch):
+    tie = R.SameLayout("tie", leader="actor.train", follower="reference.infer", **WORDS)
+    problem = framed("instances/tiny_grpo_4gpu.yaml", monkeypatch, tie)
+    directory = problem.directory
+    names = directory.template.names
+    train, ref = names.index("actor.train"), names.index("reference.infer")
+    plan = greedy_plan(directory, problem.simulator)
+    # Move the trainer to GPUs 0-1 alone: the reference must follow it there.
+    block = directory.blocks(train, (1, 1, 2))[0]
+    strategy = directory.options[train][(1, 1, 2)][0].strategy
+    moved = plan.with_placement(train, type(plan.placements[0])(block, strategy))
+    assert framework_problems(directory, moved)
+    fixed = conform(directory, moved)
+    assert _layout(fixed.placements[ref]) == _layout(fixed.placements[train])
+    assert fixed.placements[train] == moved.placements[train]
+    assert framework_problems(directory, fixed) == []
+
+
+def test_stale_pairs_sharing_gpus_run_on_policy(monkeypatch):
+    apart = R.DisjointWhenStale(
+        "apart", model="actor", first="actor.generate", second="actor.train", **WORDS
+    )
+    problem = framed("instances/tiny_lag_grpo_2gpu_async.yaml", monkeypatch, apart)
+    directory = problem.directory
+    names = directory.template.names
+    plan = _shared_plan(problem)
+    gen, train = names.index("actor.generate"), names.index("actor.train")
+    assert plan.placements[gen].block.intersects(plan.placements[train].block)
+    stale = plan.with_staleness("actor", 1)
+    assert framework_problems(directory, stale)
+    assert conform(directory, stale).staleness_map == {"actor": 0}
+
+
+def test_staleness_outside_the_values_falls_to_the_largest_below(monkeypatch):
+    sync = R.StalenessValues("sync", allowed=frozenset({0}), **WORDS)
+    problem = framed("instances/tiny_lag_grpo_2gpu_async.yaml", monkeypatch, sync)
+    plan = _shared_plan(problem).with_staleness("actor", 1)
+    assert framework_problems(problem.directory, plan)
+    assert conform(problem.directory, plan).staleness_map == {"actor": 0}
+
+
+def test_field_beside_a_rollout_switches_to_an_allowed_value(monkeypatch):
+    # tiny_grpo_4gpu lists offload false only: no allowed candidate, so the
+    # plan is left as it is and still breaks the rule.
+    rule = R.FieldWhenShared(
+        "off",
+        vertex="actor.train",
+        other="actor.generate",
+        field="offload",
+        allowed=frozenset({True}),
+        **WORDS,
+    )
+    problem = framed("instances/tiny_grpo_4gpu.yaml", monkeypatch, rule)
+    directory = problem.directory
+    free = Problem.from_instance(load_instance("instances/tiny_grpo_4gpu.yaml"))
+    plan = greedy_plan(free.directory, free.simulator)
+    assert conform(directory, plan) == plan
+    assert framework_problems(directory, plan)
+    assert greedy_plan(directory, problem.simulator) is None
