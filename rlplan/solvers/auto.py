@@ -19,7 +19,7 @@ from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Simulator
 from rlplan.rpeg.model.plan import Plan
 from rlplan.solvers import cpsat
-from rlplan.solvers.common import plan_result, unplaceable_result
+from rlplan.solvers.common import plan_result, unplaceable_result, within_space
 from rlplan.solvers.local import best_baseline, improve
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.result import Result, Status, verdict
@@ -88,7 +88,7 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
             None,
             started,
             requested_gap=options.gap,
-            message="no baseline plan fits in memory",
+            message="no baseline plan fits in memory" + within_space(problem),
         )
     simulator = problem.simulator
     stats: dict = {"baseline_makespan": simulator.evaluate(start).makespan}

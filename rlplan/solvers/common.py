@@ -50,6 +50,12 @@ class Deadline:
             raise BuildTimeout(self.phase)
 
 
+def within_space(problem: Problem) -> str:
+    """`` within <framework>'s plan space`` under ``engine.framework``, else ``""`` (messages)."""
+    framework = problem.directory.framework
+    return "" if framework is None else f" within {framework.display}'s plan space"
+
+
 def unplaceable_result(problem: Problem, solver: str, started: float) -> Result | None:
     """INFEASIBLE without searching when some vertex fits on no block; else None."""
     missing = problem.unplaceable()

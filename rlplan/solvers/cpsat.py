@@ -43,7 +43,7 @@ from rlplan.formulation.framework import ImplicationRow, framework_rows
 from rlplan.rpeg import interrupts
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Plan
-from rlplan.solvers.common import Deadline, plan_result, unplaceable_result
+from rlplan.solvers.common import Deadline, plan_result, unplaceable_result, within_space
 from rlplan.solvers.exact_driver import ExactOutcome, solve_exact
 from rlplan.solvers.local import warm_start_plan
 from rlplan.solvers.options import SolveOptions
@@ -601,7 +601,7 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
             None,
             started,
             requested_gap=options.gap,
-            message="no heuristic plan to start from",
+            message="no heuristic plan to start from" + within_space(problem),
         )
     remaining = options.time_limit - (time.perf_counter() - started)
     result = solve_with_hint(problem, options, start, remaining)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.frameworks.conform import framework_problems
 from rlplan.rpeg.model.plan import Placement, Plan, make_staleness
-from rlplan.solvers.common import plan_result, unplaceable_result
+from rlplan.solvers.common import plan_result, unplaceable_result, within_space
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.result import Result, Status
 from rlplan.solvers.templates import each_template
@@ -306,7 +306,7 @@ def _enumeration_result(
             k_eval=problem.instance.k_eval,
             wall_time=time.perf_counter() - started,
             stats=stats,
-            message="no combination of placements fits in memory",
+            message="no combination of placements fits in memory" + within_space(problem),
         )
     # The enumeration completed: its best makespan is the optimum, hence a bound.
     best = state.best

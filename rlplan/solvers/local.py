@@ -17,6 +17,7 @@ from rlplan.solvers.common import (
     plan_result,
     template_summary,
     unplaceable_result,
+    within_space,
 )
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.result import Result
@@ -112,7 +113,11 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
     start = best_baseline(problem)
     if start is None:
         return plan_result(
-            problem, "local", None, started, message="no baseline plan fits in memory to start from"
+            problem,
+            "local",
+            None,
+            started,
+            message="no baseline plan fits in memory to start from" + within_space(problem),
         )
     options.progress.update(best=problem.simulator.evaluate(start).score, bound=problem.score_bound)
     remaining = max(0.0, options.time_limit - (time.perf_counter() - started))

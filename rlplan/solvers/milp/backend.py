@@ -7,7 +7,7 @@ import time
 from rlplan.formulation import Formulation
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Plan
-from rlplan.solvers.common import Deadline, plan_result, unplaceable_result
+from rlplan.solvers.common import Deadline, plan_result, unplaceable_result, within_space
 from rlplan.solvers.exact_driver import ExactOutcome, Solution, solve_exact
 from rlplan.solvers.local import warm_start_plan
 from rlplan.solvers.milp import engines
@@ -103,7 +103,7 @@ def solve(problem: Problem, options: SolveOptions, engine: str = "highs") -> Res
             None,
             started,
             requested_gap=options.gap,
-            message="no heuristic plan to start from",
+            message="no heuristic plan to start from" + within_space(problem),
         )
     remaining = options.time_limit - (time.perf_counter() - started)
     result = solve_with_start(problem, options, start, remaining, engine)
