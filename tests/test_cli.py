@@ -290,6 +290,7 @@ def test_baseline_writes_outputs_and_simulate_reproduces(cli, tmp_path, kind):
         "gantt.png",
         "plan.json",
         "report.md",
+        "tiny_ppo_2gpu.yaml",
         "trace.json",
     ]
     assert (out / "gantt.png").read_bytes().startswith(b"\x89PNG")

@@ -124,7 +124,12 @@ def test_an_infeasible_solve_replaces_a_feasible_run_whole(cli, tmp_path):
     assert cli("solve", TINY_PPO, "--solver", "greedy", "--out", out, "--quiet")[0] == 0
     assert (out / "plan.json").exists() and (out / "gantt.png").exists()
     assert cli("solve", INFEASIBLE, "--solver", "greedy", "--out", out, "--quiet")[0] == 1
-    assert sorted(p.name for p in out.iterdir()) == ["report.html", "report.md", "result.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "infeasible_70b_2gpu.yaml",
+        "report.html",
+        "report.md",
+        "result.json",
+    ]
     assert strict_json(out / "result.json")["status"] == "INFEASIBLE"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
 

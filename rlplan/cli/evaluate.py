@@ -14,10 +14,12 @@ from rlplan.cli.common import (
     EXIT_INFEASIBLE,
     EXIT_NO_PLAN,
     EXIT_OK,
+    default_out,
     gigabytes,
     load_problem,
     report_unplaceable,
 )
+from rlplan.cli.run_folder import instance_copy, recorded_instance
 from rlplan.outputs.files import (
     OutputBundle,
     check_output_file,
@@ -27,6 +29,7 @@ from rlplan.outputs.files import (
 )
 from rlplan.outputs.gantt import write_gantt
 from rlplan.outputs.report_md import render_report
+from rlplan.rpeg.errors import PlanError
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.model.cost import parameter_count
@@ -199,10 +202,16 @@ def write_plan_outputs(
 
 
 def command_baseline(args: argparse.Namespace) -> int:
-    """Build a baseline plan, simulate it and write plan, trace, report and Gantt chart."""
+    """Build a baseline plan, simulate it and write plan, trace, report, Gantt chart and the
+    instance's copy (``--out``, by default ``runs/<instance>-<time>`` as ``solve``)."""
     started = time.perf_counter()
-    check_output_folder(args.out, run=True)
+    if args.out:
+        check_output_folder(args.out, run=True)
     problem = load_problem(args.instance)
+    copy = instance_copy(args.instance, problem.instance)
+    out = args.out or default_out(problem.instance.name)
+    if not args.out:
+        check_output_folder(out, run=True)
     if report_unplaceable(problem):
         return EXIT_INFEASIBLE
     build = greedy_plan if args.kind == "greedy" else concurrent_plan
@@ -216,26 +225,43 @@ def command_baseline(args: argparse.Namespace) -> int:
     result = plan_result(problem, args.kind, plan, started)
     report = render_report(problem, result, trace)
 
-    def write_report(path: str) -> None:
-        with open(path, "w", encoding="utf-8") as stream:
-            stream.write(report)
-
+    extra = {"report.md": _text_writer(report)}
+    document = plan_to_json(plan, problem.directory)
+    if copy is not None:
+        extra[copy.name] = _text_writer(copy.text)
+        copy.record(document)
     written = write_plan_outputs(
-        args.out,
+        out,
         problem,
-        plan_to_json(plan, problem.directory),
+        document,
         trace,
-        extra={"report.md": write_report},
+        extra=extra,
         status=f"{result.status.value} ({args.kind} baseline)",
     )
     print("wrote " + ", ".join(written))
     return EXIT_OK
 
 
+def _text_writer(text: str) -> Callable[[str], None]:
+    """A writer of ``text`` to the path it is given (for :func:`write_plan_outputs`)."""
+
+    def write(path: str) -> None:
+        with open(path, "w", encoding="utf-8") as stream:
+            stream.write(text)
+
+    return write
+
+
 def command_simulate(args: argparse.Namespace) -> int:
-    """Simulate a plan file."""
+    """Simulate a plan file (of the instance given, or the one the plan records)."""
     check_output_file(args.trace, "--trace")
     check_output_file(args.gantt, "--gantt")
+    if args.instance is None:
+        if not os.path.isfile(args.plan):
+            raise PlanError(args.plan, "no such file")
+        args.instance = recorded_instance(
+            args.plan, "instance", "give it first: simulate INSTANCE PLAN"
+        )
     problem = load_problem(args.instance)
     plan = read_plan(args.plan, problem.directory)
     trace = problem.simulator.simulate(plan)

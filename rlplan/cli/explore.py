@@ -6,6 +6,7 @@ import argparse
 import os
 
 from rlplan.cli.common import check_count, check_solve_flag, default_out, default_workers
+from rlplan.cli.run_folder import instance_argument
 from rlplan.compare.pareto import ParetoSettings, run_pareto
 from rlplan.compare.runner import BenchmarkSettings, run_benchmark
 from rlplan.compare.shapes import parse_counts
@@ -76,6 +77,7 @@ def _instance_stem(path: str) -> str:
 def command_pareto(args: argparse.Namespace) -> int:
     """Solve the instance per cluster size and GPU type; write the Pareto frontier."""
     counts = parse_counts(args.gpus)
+    args.instance = instance_argument(args.instance)
     if args.gpu_types is not None and not os.path.isfile(args.gpu_types):
         raise InputError("--gpu-types", f"{args.gpu_types}: no such file")
     out = args.out or default_out("pareto-" + _instance_stem(args.instance))
@@ -86,6 +88,7 @@ def command_pareto(args: argparse.Namespace) -> int:
 def command_sweep(args: argparse.Namespace) -> int:
     """Re-solve while one field varies; with --tornado rank the hardware fields."""
     parameter = parse_parameter(args.param) if args.param is not None else None
+    args.instance = instance_argument(args.instance)
     if parameter is None and not args.tornado:
         raise InputError("--param", "give --param PATH=v1,v2,... or --tornado")
     fields = None

@@ -17,6 +17,16 @@ from rlplan.version import __version__
 #: What a handler is: the parsed arguments in, the exit code out.
 Handler = Callable[[argparse.Namespace], int]
 
+#: Help of the INSTANCE argument of the commands that read one.
+INSTANCE_HELP = "instance file (YAML, docs/instance.md)"
+#: Help of ``--out`` of ``solve`` and ``baseline``.
+RUN_FOLDER_HELP = (
+    "run folder to write, replaced whole; it gets a copy of the instance "
+    "(default runs/<instance>-<time>)"
+)
+#: Help of ``--executor``.
+EXECUTOR_HELP = "where the solves run: local processes or a Ray cluster (default: %(default)s)"
+
 
 def _handled_by(parser: argparse.ArgumentParser, module: str, function: str) -> None:
     """Make ``rlplan.cli.<module>.<function>`` the handler of ``parser``'s subcommand."""
@@ -35,7 +45,9 @@ def build_parser(prog: str = "python main.py") -> argparse.ArgumentParser:
         prog=prog, description="Plan RL-for-LLM training steps on GPU clusters."
     )
     parser.add_argument("--version", action="version", version=f"rlplan {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(
+        dest="command", required=True, help="what to do (COMMAND -h explains a command)"
+    )
     for add in (
         add_check,
         add_baseline,
@@ -55,24 +67,36 @@ def build_parser(prog: str = "python main.py") -> argparse.ArgumentParser:
 def add_check(commands: argparse._SubParsersAction) -> None:
     """``check INSTANCE``."""
     check = commands.add_parser("check", help="validate an instance and print its sizes and bounds")
-    check.add_argument("instance")
+    check.add_argument("instance", help=INSTANCE_HELP)
     _handled_by(check, "evaluate", "command_check")
 
 
 def add_baseline(commands: argparse._SubParsersAction) -> None:
-    """``baseline INSTANCE --out FOLDER``."""
+    """``baseline INSTANCE [--kind KIND] [--out FOLDER]``."""
     baseline = commands.add_parser("baseline", help="build and simulate a baseline plan")
-    baseline.add_argument("instance")
-    baseline.add_argument("--kind", choices=("greedy", "concurrent"), default="greedy")
-    baseline.add_argument("--out", required=True, help="output folder")
+    baseline.add_argument("instance", help=INSTANCE_HELP)
+    baseline.add_argument(
+        "--kind",
+        choices=("greedy", "concurrent"),
+        default="greedy",
+        help="greedy: the fastest strategy per vertex on the whole cluster; concurrent: the "
+        "cluster partitioned among vertices of equal depth in the step's graph "
+        "(default: %(default)s)",
+    )
+    baseline.add_argument("--out", help=RUN_FOLDER_HELP)
     _handled_by(baseline, "evaluate", "command_baseline")
 
 
 def add_simulate(commands: argparse._SubParsersAction) -> None:
-    """``simulate INSTANCE PLAN``."""
+    """``simulate [INSTANCE] PLAN``."""
     simulate = commands.add_parser("simulate", help="simulate a plan file")
-    simulate.add_argument("instance")
-    simulate.add_argument("plan")
+    simulate.add_argument(
+        "instance",
+        nargs="?",
+        help="instance file the plan was made for (default: the one the plan records, "
+        "e.g. the copy in its run folder)",
+    )
+    simulate.add_argument("plan", help="plan file (plan.json of solve or baseline)")
     simulate.add_argument("--trace", help="write the trace JSON here")
     simulate.add_argument("--gantt", help="write a Gantt chart PNG here")
     _handled_by(simulate, "evaluate", "command_simulate")
@@ -81,7 +105,7 @@ def add_simulate(commands: argparse._SubParsersAction) -> None:
 def add_solve(commands: argparse._SubParsersAction) -> None:
     """``solve INSTANCE`` and the solve options (rules: ``rpeg.schema.solver_options``)."""
     solve = commands.add_parser("solve", help="find a plan with a solver backend")
-    solve.add_argument("instance")
+    solve.add_argument("instance", help=INSTANCE_HELP)
     solve.add_argument(
         "--solver",
         metavar="SOLVER",
@@ -90,9 +114,13 @@ def add_solve(commands: argparse._SubParsersAction) -> None:
     )
     solve.add_argument("--time-limit", type=float, help="seconds (default: solver.time_limit)")
     solve.add_argument("--threads", type=int, help="worker threads of exact backends")
-    solve.add_argument("--seed", type=int, help="random seed")
-    solve.add_argument("--evaluations", type=int, help="override optimizer.e_max")
-    solve.add_argument("--out", help="output folder (default runs/<instance>-<time>)")
+    solve.add_argument("--seed", type=int, help="random seed (default: solver.seed)")
+    solve.add_argument(
+        "--evaluations",
+        type=int,
+        help="evaluation budget of the local search (overrides optimizer.e_max)",
+    )
+    solve.add_argument("--out", help=RUN_FOLDER_HELP)
     solve.add_argument(
         "--gap",
         type=float,
@@ -119,8 +147,10 @@ def add_solve(commands: argparse._SubParsersAction) -> None:
 def add_export(commands: argparse._SubParsersAction) -> None:
     """``export INSTANCE --out FILE``."""
     export = commands.add_parser("export", help="write the MILP model as an MPS or LP file")
-    export.add_argument("instance")
-    export.add_argument("--format", choices=("mps", "lp"), default="mps")
+    export.add_argument("instance", help=INSTANCE_HELP)
+    export.add_argument(
+        "--format", choices=("mps", "lp"), default="mps", help="file format (default: %(default)s)"
+    )
     export.add_argument("--out", required=True, help="file to write")
     export.add_argument("--seed", type=int, help="seed of the warm-start search")
     export.add_argument(
@@ -157,12 +187,21 @@ def add_compare(commands: argparse._SubParsersAction) -> None:
         help=f"comma-separated backends among {', '.join(BACKENDS)} and milp:ENGINE "
         "(default: %(default)s)",
     )
-    compare.add_argument("--time-limit", type=float, default=60.0, help="seconds per cell")
-    compare.add_argument("--repeats", type=int, default=1)
+    compare.add_argument(
+        "--time-limit", type=float, default=60.0, help="seconds per cell (default: %(default)g)"
+    )
+    compare.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="solves per (instance, solver), each with its own seed (default: %(default)s)",
+    )
     compare.add_argument(
         "--seed", type=int, default=0, help="seed of repeat 0 (repeat r uses seed+r)"
     )
-    compare.add_argument("--executor", choices=("local", "ray"), default="local")
+    compare.add_argument(
+        "--executor", choices=("local", "ray"), default="local", help=EXECUTOR_HELP
+    )
     compare.add_argument("--workers", type=int, help="local worker processes (default cores/2)")
     compare.add_argument("--ray-address", help="address of an existing Ray cluster")
     compare.add_argument("--out", required=True, help="results folder (rerun to resume)")
@@ -172,11 +211,14 @@ def add_compare(commands: argparse._SubParsersAction) -> None:
 
 def _explore_options(parser: argparse.ArgumentParser, what: str) -> None:
     """The arguments ``pareto`` and ``sweep`` share."""
-    parser.add_argument("instance")
+    parser.add_argument(
+        "instance",
+        help="instance file, or a run folder or its plan.json (the instance copied into it)",
+    )
     parser.add_argument(
         "--time-limit", type=float, help=f"seconds per {what} (default: solver.time_limit)"
     )
-    parser.add_argument("--executor", choices=("local", "ray"), default="local")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local", help=EXECUTOR_HELP)
     parser.add_argument("--workers", type=int, help="local worker processes (default cores/2)")
     parser.add_argument("--ray-address", help="address of an existing Ray cluster")
     parser.add_argument("--seed", type=int, default=0, help="random seed of every solve")

@@ -17,6 +17,7 @@ from rlplan.cli.common import (
     default_out,
     load_problem,
 )
+from rlplan.cli.run_folder import InstanceCopy, instance_copy
 from rlplan.outputs.files import OutputBundle, check_output_folder
 from rlplan.outputs.gantt import write_gantt
 from rlplan.outputs.perfetto import perfetto_trace
@@ -52,6 +53,7 @@ def command_solve(args: argparse.Namespace) -> int:
     if args.out:
         check_output_folder(args.out, run=True)
     problem = load_problem(args.instance, args.framework)
+    copy = instance_copy(args.instance, problem.instance)
     if args.evaluations is not None:
         instance = problem.instance
         optimizer = dataclasses.replace(instance.optimizer, e_max=args.evaluations)
@@ -78,7 +80,7 @@ def command_solve(args: argparse.Namespace) -> int:
             result.stats["incumbent_history"] = finish_history(
                 options.progress.history, result.makespan, result.wall_time
             )
-            code = finish_solve(problem, result, out)
+            code = finish_solve(problem, result, out, copy)
     if interrupts.abandoned():
         # A native solver still runs in a daemon thread: leave without waiting for it.
         sys.stdout.flush()
@@ -120,10 +122,12 @@ def say_finishing(signum: int) -> None:
     )
 
 
-def finish_solve(problem: Problem, result: Result, out: str) -> int:
+def finish_solve(
+    problem: Problem, result: Result, out: str, copy: InstanceCopy | None = None
+) -> int:
     """Simulate the result's plan, write the run folder, print the summary; the exit code."""
     trace = problem.simulator.simulate(result.plan) if result.plan is not None else None
-    written = write_run_folder(problem, result, trace, out)
+    written = write_run_folder(problem, result, trace, out, copy)
     print_solve_summary(result, written)
     if result.status.has_plan:
         return EXIT_OK
@@ -132,17 +136,31 @@ def finish_solve(problem: Problem, result: Result, out: str) -> int:
     return EXIT_NO_PLAN
 
 
-def write_run_folder(problem: Problem, result: Result, trace: Trace | None, out: str) -> list[str]:
-    """Stage every output of a solve and swap the folder in whole; the files written."""
+def write_run_folder(
+    problem: Problem,
+    result: Result,
+    trace: Trace | None,
+    out: str,
+    copy: InstanceCopy | None = None,
+) -> list[str]:
+    """Stage every output of a solve and swap the folder in whole; the files written.
+
+    With ``copy`` the folder also holds the instance, which plan.json and
+    result.json record (:mod:`rlplan.cli.run_folder`).
+    """
     instance = problem.instance
     with OutputBundle(out, replace=True) as bundle:
         document = result.to_json()
         if result.plan is not None and trace is not None:
             document["framework"] = framework_view(problem, result.plan, trace)
+        if copy is not None:
+            bundle.write_text(copy.name, copy.text)
+            copy.record(document)
         bundle.write_json("result.json", document)
         bundle.write_text("report.md", render_report(problem, result, trace))
         if result.plan is not None and trace is not None:
-            bundle.write_json("plan.json", plan_to_json(result.plan, problem.directory))
+            plan = plan_to_json(result.plan, problem.directory)
+            bundle.write_json("plan.json", copy.record(plan) if copy is not None else plan)
             bundle.write_json("trace.json", trace.to_json())
             bundle.write_json(
                 "trace.perfetto.json",

@@ -2,8 +2,10 @@
 
 For every GPU count of ``--gpus`` and every GPU type of ``--gpu-types`` (by
 default the instance's own hardware, without a price) the instance is shaped
-to that cluster (:func:`rlplan.compare.shapes.cluster_shape`) and solved with
-``auto``; the points run in parallel on the ``compare`` executors. The
+to that cluster (:func:`rlplan.compare.shapes.cluster_shape`: the node width is
+kept and nodes grow before racks; a one-node instance grows in nodes of one
+rack) and solved with ``auto``; the points run in parallel on the ``compare``
+executors. The
 non-dominated set is taken over (GPUs, step time, cost per step), all
 minimised (:mod:`rlplan.compare.frontier`).
 
@@ -44,7 +46,7 @@ from rlplan.compare.csvlog import CsvLog
 from rlplan.compare.explore_report import write_pareto_outputs
 from rlplan.compare.frontier import Objectives, cost_per_step, dominated_by
 from rlplan.compare.gputypes import GpuType, load_gpu_types
-from rlplan.compare.shapes import cluster_shape
+from rlplan.compare.shapes import cluster_shape, rack_width
 from rlplan.compare.variants import (
     PLAN_STATUSES,
     RunSettings,
@@ -175,9 +177,8 @@ def plan_points(
     for gpu_type in types:
         hardware = gpu_type.hardware(document["hardware"])
         for gpus in counts:
-            shape = cluster_shape(
-                gpus, int(hardware["gpus_per_node"]), int(hardware["nodes_per_rack"])
-            )
+            width = rack_width(int(hardware["racks"]), int(hardware["nodes_per_rack"]))
+            shape = cluster_shape(gpus, int(hardware["gpus_per_node"]), width)
             variant_document = dict(document)
             variant_document["hardware"] = {
                 **hardware,

@@ -32,14 +32,33 @@ def parse_counts(text: str, option: str = "--gpus") -> list[int]:
     return counts
 
 
-def cluster_shape(gpus: int, gpus_per_node: int, nodes_per_rack: int) -> tuple[int, int, int]:
+def rack_width(racks: int, nodes_per_rack: int) -> int | None:
+    """How many nodes a rack of the explored shapes holds; None: as many as needed.
+
+    A cluster of one node says nothing of how many nodes its rack could
+    hold: its shapes keep that node and grow in nodes of one rack. Any
+    other cluster's ``nodes_per_rack`` is its rack width.
+
+    Parameters
+    ----------
+    racks, nodes_per_rack
+        The instance's (or GPU type's) cluster.
+    """
+    return None if racks == 1 and nodes_per_rack == 1 else nodes_per_rack
+
+
+def cluster_shape(
+    gpus: int, gpus_per_node: int, nodes_per_rack: int | None
+) -> tuple[int, int, int]:
     """The ``(racks, nodes_per_rack, gpus_per_node)`` of a cluster of ``gpus`` GPUs.
 
     Nodes keep the instance's width ``G = gpus_per_node`` and racks hold at
-    most its ``N = nodes_per_rack`` nodes:
+    most ``N = nodes_per_rack`` nodes (:func:`rack_width`): nodes grow
+    before racks.
 
     * ``gpus < G``: one node of ``gpus`` GPUs;
-    * ``gpus = k G`` with ``k <= N``: one rack of ``k`` nodes;
+    * ``gpus = k G`` with ``k <= N`` (any ``k`` when ``N`` is None): one
+      rack of ``k`` nodes;
     * ``gpus = m N G``: ``m`` racks of ``N`` nodes.
 
     Parameters
@@ -47,7 +66,8 @@ def cluster_shape(gpus: int, gpus_per_node: int, nodes_per_rack: int) -> tuple[i
     gpus
         The GPU count.
     gpus_per_node, nodes_per_rack
-        Node and rack widths of the instance (or GPU type).
+        Node and rack widths of the instance (or GPU type); a rack width of
+        None bounds no rack.
 
     Raises
     ------
@@ -65,7 +85,7 @@ def cluster_shape(gpus: int, gpus_per_node: int, nodes_per_rack: int) -> tuple[i
             f"{gpus} GPUs cannot be shaped: not a whole number of {gpus_per_node}-GPU nodes",
         )
     nodes = gpus // gpus_per_node
-    if nodes <= nodes_per_rack:
+    if nodes_per_rack is None or nodes <= nodes_per_rack:
         return (1, nodes, gpus_per_node)
     if nodes % nodes_per_rack:
         raise InputError(

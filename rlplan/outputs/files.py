@@ -19,8 +19,8 @@ from typing import Any
 
 from rlplan.rpeg.errors import InputError
 
-#: Every file a run folder (``solve``, ``baseline``) may hold; a folder holding
-#: anything else is not replaced.
+#: Every file a run folder (``solve``, ``baseline``) may hold beside the copy of its
+#: instance (:func:`recorded_copy`); a folder holding anything else is not replaced.
 RUN_FILES = frozenset(
     {
         "plan.json",
@@ -32,6 +32,41 @@ RUN_FILES = frozenset(
         "gantt.png",
     }
 )
+
+
+#: The files of a run folder that record its instance copy, in the order they are read.
+RECORDING_FILES = ("plan.json", "result.json")
+
+
+def recorded_copy(folder: str) -> str | None:
+    """The instance copy a run folder's plan.json or result.json records, or None.
+
+    A run writes its instance beside its other files as ``<instance name>.yaml``
+    and its plan.json and result.json name that file under ``"instance"``,
+    ``"file"``.
+
+    Parameters
+    ----------
+    folder
+        A run folder (or any folder).
+
+    Returns
+    -------
+    str or None
+        The file's name in ``folder``; None when neither file records one
+        (or records anything but a plain ``.yaml`` file name).
+    """
+    for name in RECORDING_FILES:
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as handle:
+                document = json.load(handle)
+        except (OSError, ValueError, RecursionError):
+            continue
+        entry = document.get("instance") if isinstance(document, dict) else None
+        copy = entry.get("file") if isinstance(entry, dict) else None
+        if isinstance(copy, str) and copy.endswith(".yaml") and copy == os.path.basename(copy):
+            return copy
+    return None
 
 
 def finite_json(document: Any) -> Any:
@@ -104,7 +139,8 @@ def check_output_folder(path: str, option: str = "--out", *, run: bool = False) 
         The option that named it, for the error line.
     run
         A run folder replaced as a whole: refuse one that holds files a run
-        does not write (they would be lost), naming one of them.
+        does not write (they would be lost), naming one of them. The
+        instance copy its plan.json or result.json records is a run's file.
 
     Raises
     ------
@@ -118,7 +154,7 @@ def check_output_folder(path: str, option: str = "--out", *, run: bool = False) 
         raise InputError(option, f"{path} exists and is not a folder")
     if os.path.isdir(path):
         if run:
-            foreign = sorted(set(os.listdir(path)) - RUN_FILES)
+            foreign = sorted(set(os.listdir(path)) - RUN_FILES - {recorded_copy(path)})
             if foreign:
                 raise InputError(
                     option,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -25,7 +26,12 @@ figure { margin: 1em 0; }
 figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { font-size: .85em; color: #555; }
 p.note { font-size: .9em; color: #444; }
+code { font-size: .92em; background: #f3f4f6; padding: 0 .2em; border-radius: 2px; }
+ul { margin: .3em 0 1em; }
 """
+
+#: A span of text in backticks, shown as code when asked.
+_CODE = re.compile(r"`([^`]+)`")
 
 
 def png_data_uri(png: bytes) -> str:
@@ -33,7 +39,13 @@ def png_data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def _cell(value: Any) -> tuple[str, bool]:
+def _text(text: str, code: bool) -> str:
+    """``text`` escaped; with ``code``, its spans in backticks as ``<code>``."""
+    escaped = html.escape(text)
+    return _CODE.sub(r"<code>\1</code>", escaped) if code else escaped
+
+
+def _cell(value: Any, code: bool = False) -> tuple[str, bool]:
     """A cell's escaped text and whether it is a number (right-aligned)."""
     if value is None:
         return "—", False
@@ -41,7 +53,7 @@ def _cell(value: Any) -> tuple[str, bool]:
         return ("yes" if value else "no"), False
     if isinstance(value, int | float):
         return html.escape(f"{value:.6g}" if isinstance(value, float) else str(value)), True
-    return html.escape(str(value)), False
+    return _text(str(value), code), False
 
 
 class HtmlReport:
@@ -71,6 +83,7 @@ class HtmlReport:
         columns: Sequence[str],
         rows: Iterable[Sequence[Any]],
         muted: Iterable[bool] | None = None,
+        code: bool = False,
     ) -> None:
         """A table with a header row.
 
@@ -83,6 +96,8 @@ class HtmlReport:
             for floats), booleans (yes/no) or None (shown as a dash).
         muted
             Per row, whether to grey it out (e.g. dominated points).
+        code
+            Show the spans of text cells in backticks as code (setting names).
         """
         rows = [list(row) for row in rows]
         flags = list(muted) if muted is not None else [False] * len(rows)
@@ -92,12 +107,17 @@ class HtmlReport:
         for row, flag in zip(rows, flags, strict=True):
             cells = []
             for value in row:
-                text, number = _cell(value)
+                text, number = _cell(value, code)
                 cells.append(f'<td class="num">{text}</td>' if number else f"<td>{text}</td>")
             css = ' class="muted"' if flag else ""
             lines.append(f"<tr{css}>{''.join(cells)}</tr>")
         lines += ["</tbody>", "</table>"]
         self._parts.append("\n".join(lines))
+
+    def items(self, texts: Iterable[str], code: bool = False) -> None:
+        """A bulleted list of plain texts (``code``: spans in backticks as code)."""
+        entries = "".join(f"<li>{_text(text, code)}</li>" for text in texts)
+        self._parts.append(f"<ul>{entries}</ul>")
 
     def pairs(self, items: Iterable[tuple[str, Any]]) -> None:
         """A two-column table of labelled values."""

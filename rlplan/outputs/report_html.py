@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlplan.outputs.framework_section import framework_section
 from rlplan.outputs.html_page import HtmlReport
 from rlplan.outputs.report_md import colocation_seconds
-from rlplan.outputs.vocabulary import reward_rule_view
+from rlplan.outputs.vocabulary import framework_view, reward_rule_view
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.strategy import DIMENSIONS, Dimension
@@ -54,7 +55,8 @@ def render_html_report(
     Returns
     -------
     str
-        Sections: summary, bound, placement, staleness, memory per GPU, Gantt chart.
+        Sections: summary, bound, placement, staleness, framework settings
+        (as report.md has them), memory per GPU, colocation, Gantt chart.
     """
     instance = problem.instance
     hardware = instance.hardware
@@ -123,6 +125,7 @@ def render_html_report(
     )
     if result.plan is not None and trace is not None:
         _placement(report, problem, result)
+        _framework(report, framework_view(problem, result.plan, trace))
         report.heading("Memory per GPU")
         report.paragraph(f"Usable capacity {trace.capacity_bytes / 1e9:.2f} GB per GPU.")
         report.table(("GPUs", "peak"), [list(g) for g in memory_groups(trace.peak_memory_bytes)])
@@ -131,6 +134,25 @@ def render_html_report(
         report.heading("Gantt chart")
         report.figure(gantt_png, "Runs over GPUs and time (colour: vertex; hatching: step).")
     return report.render()
+
+
+def _framework(report: HtmlReport, view: dict[str, Any]) -> None:
+    """The "Framework settings" section as report.md has it (from the shared builder)."""
+    section = framework_section(view)
+    report.heading("Framework settings")
+    if section.fused:
+        report.paragraph(f"Template: fused actor-critic (AC-share): {section.fused}.")
+    report.paragraph(section.intro)
+    report.table(section.columns, section.rows)
+    if section.pin_note:
+        report.paragraph(section.pin_note, note=True)
+    if section.reward:
+        report.paragraph(f"Reward: {section.reward}.")
+    for title, entries in section.lists:
+        report.paragraph(title)
+        report.items(entries)
+    report.paragraph("Where to set it:")
+    report.table(section.where_columns, section.where_rows, code=True)
 
 
 def _colocation(report: HtmlReport, trace: Trace) -> None:

@@ -449,6 +449,9 @@ def _mark(entry: dict[str, Any], column: str) -> str:
 def framework_markdown(view: dict[str, Any]) -> list[str]:
     """Markdown lines of the "Framework settings" section of ``report.md``.
 
+    The section is built by :func:`rlplan.outputs.framework_section.framework_section`,
+    which report.html shares.
+
     Parameters
     ----------
     view
@@ -459,77 +462,7 @@ def framework_markdown(view: dict[str, Any]) -> list[str]:
     list of str
         The section, heading included, one line per element.
     """
-    packing = "sequence packing" if view["sequence_packing"] else "padded to S+T"
-    lines = ["## Framework settings", ""]
-    if view.get("fused_actor_critic"):
-        lines += [f"Template: fused actor-critic (AC-share): {view['fused_actor_critic']}.", ""]
-    lines += [
-        f"{view['sequences_per_step']} sequences per step, "
-        f"{view['tokens_per_sequence']:.1f} tokens per sequence on average ({packing}). "
-        "Micro-batch sizes are per GPU (per data-parallel replica); "
-        "a rollout engine takes gpu_memory_utilization of each GPU for its weights, "
-        "workspace and KV pool, and its effective concurrency is the sequences a replica "
-        "keeps in flight: min(max_num_seqs, sequences per replica, what the KV pool holds).",
-        "",
-        "| vertex | GPUs | tp | pp | dp | micro-batch per GPU (sequences / tokens) | "
-        + "".join(f"{declared.label} | " for declared in DIMENSIONS)
-        + "effective concurrency |",
-        "|---|---|---|---|---|---|" + "---|" * len(DIMENSIONS) + "---|",
-    ]
-    for name, entry in view["vertices"].items():
-        if "micro_batch_size_per_gpu" in entry:
-            count = entry["microbatches"]
-            micro = (
-                f"{entry['micro_batch_size_per_gpu']} / "
-                f"{entry['micro_batch_tokens_per_gpu']:,.0f} "
-                f"({count} microbatch{'es' if count > 1 else ''})"
-            )
-        else:
-            micro = "—"
-        concurrency = entry.get("effective_concurrency")
+    # Imported here: the section builder reads this module's words and keys.
+    from rlplan.outputs.framework_section import framework_section, section_markdown
 
-        def mark(column: str, entry: dict[str, Any] = entry) -> str:
-            return _mark(entry, column)
-
-        lines.append(
-            f"| {name} | {_gpus_label(entry['gpus'])}{mark('gpus')} | {entry['tp']}{mark('tp')} | "
-            f"{entry['pp']}{mark('pp')} | {entry['dp']}{mark('dp')} | {micro}{mark('micro')} | "
-            + "".join(f"{_dimension_cell(entry, declared)} | " for declared in DIMENSIONS)
-            + f"{'—' if concurrency is None else concurrency} |"
-        )
-    if any(entry.get("pinned") for entry in view["vertices"].values()):
-        lines += ["", f"{PIN_MARK.strip()} pinned in the instance (placement.pin)."]
-    if view.get("reward_rule"):
-        lines += ["", f"Reward: {reward_rule_words(view['reward_rule'])}."]
-    lines += ["", "Colocated (sharing GPUs, run one after the other):", ""]
-    if view["colocated"]:
-        for group in view["colocated"]:
-            how = "one block" if group["same_block"] else "nested blocks"
-            lines.append(f"- {_gpus_label(group['gpus'])}: {', '.join(group['vertices'])} ({how})")
-    else:
-        lines.append("- none: every vertex has GPUs of its own")
-    lines += ["", "Concurrent (disjoint GPUs, overlapping in time):", ""]
-    if view["concurrent"]:
-        for pair in view["concurrent"]:
-            first, second = pair["vertices"]
-            lines.append(f"- {first} and {second} (overlap {pair['overlap_s']:.4g} s in total)")
-    else:
-        lines.append("- none")
-    lines += ["", "Staleness:", ""]
-    for model, described in view["staleness"].items():
-        pinned = ", pinned" if described.get("pinned") else ""
-        lines.append(
-            f"- {model}: {described['words']} (staleness {described['steps']}{pinned}): "
-            f"{described['detail']}"
-        )
-    lines += [
-        "",
-        "Where to set it:",
-        "",
-        "| setting | verl | NeMo RL | OpenRLHF |",
-        "|---|---|---|---|",
-    ]
-    for setting, keys in FRAMEWORK_KEYS.items():
-        cells = " | ".join(keys[name] or "—" for name in ("verl", "NeMo RL", "OpenRLHF"))
-        lines.append(f"| {setting} | {cells} |")
-    return lines
+    return section_markdown(framework_section(view))

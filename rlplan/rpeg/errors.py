@@ -52,6 +52,12 @@ def describe(value: Any) -> str:
 def cap(text: str, limit: int, *, keep_end: bool = False) -> str:
     """``text`` on one line, cut to ``limit`` characters (``...`` marks the cut).
 
+    A message's last clause (after its last ``"; "``) is what to do about
+    the problem (``delete the plan's "instance" entry ...``, ``did you mean
+    ...?``): when it takes at most two thirds of ``limit`` it is kept whole
+    and the middle of what comes before it is cut instead. Otherwise the
+    text keeps its start.
+
     Parameters
     ----------
     text
@@ -64,7 +70,38 @@ def cap(text: str, limit: int, *, keep_end: bool = False) -> str:
     text = str(text).replace("\n", " ")
     if len(text) <= limit:
         return text
-    return "..." + text[-(limit - 3) :] if keep_end else text[: limit - 3] + "..."
+    if keep_end:
+        return "..." + text[-(limit - 3) :]
+    head, separator, fix = text.rpartition(_CLAUSE)
+    if separator and len(fix) + len(separator) <= limit * 2 // 3:
+        return _cut_middle(head, limit - len(separator) - len(fix)) + separator + fix
+    return text[: limit - 3] + "..."
+
+
+#: What separates the clauses of a message; the last one says what to do.
+_CLAUSE = "; "
+
+
+def _cut_middle(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters: its start and end, ``...`` between them.
+
+    The cut falls between words when a space lies within a few characters of it.
+    """
+    if len(text) <= limit:
+        return text
+    end_chars = (limit - 3) // 3
+    start, end = text[: limit - 3 - end_chars], text[len(text) - end_chars :]
+    space = start.rfind(" ")
+    if space >= len(start) - _WORD:
+        start = start[: space + 1]
+    space = end.find(" ")
+    if 0 <= space < _WORD:
+        end = end[space:]
+    return start + "..." + end
+
+
+#: Longest word end that the cut of :func:`_cut_middle` drops to fall between words.
+_WORD = 24
 
 
 class InputError(ValueError):

@@ -34,6 +34,7 @@ def test_solve_writes_every_output_and_exit_0(tmp_path, capsys):
         "report.html",
         "report.md",
         "result.json",
+        "tiny_dpo_2gpu.yaml",
         "trace.json",
         "trace.perfetto.json",
     ]

@@ -127,28 +127,34 @@ def check_runnable(problem: Problem, plan: Plan, framework: str, plan_name: str)
         )
 
 
-def _recorded(plan_path: str) -> tuple[str | None, str | None]:
-    """The instance name and fingerprint a plan records (``None`` when absent or unreadable)."""
+def _recorded(plan_path: str) -> tuple[str | None, str | None, str | None]:
+    """The instance name, fingerprint and copy a plan records (``None`` when absent or unreadable).
+
+    The copy is the instance file a run folder holds beside its plan (``"file"``).
+    """
     try:
         with open(plan_path, encoding="utf-8") as handle:
             document = json.load(handle)
     except (OSError, ValueError, RecursionError):
-        return None, None
+        return None, None, None
     recorded = document.get("instance") if isinstance(document, dict) else None
     if not isinstance(recorded, dict):
-        return None, None
-    name, fingerprint = recorded.get("name"), recorded.get("fingerprint")
+        return None, None, None
+    name, fingerprint, copy = (recorded.get(key) for key in ("name", "fingerprint", "file"))
     return (
         name if isinstance(name, str) else None,
         fingerprint if isinstance(fingerprint, str) else None,
+        copy if isinstance(copy, str) and copy else None,
     )
 
 
-def locate_instance(plan_path: str) -> str:
+def locate_instance(plan_path: str, how: str = "give --instance INSTANCE") -> str:
     """The instance file a plan was made for, found without ``--instance``.
 
-    Looks, in order, for ``X.yaml`` beside a plan ``X.plan.json`` (the
-    published runs), then, for the instance name the plan records,
+    Looks, in order, for the instance copy the plan records (``"file"``,
+    beside the plan: a run folder's copy of its instance), ``X.yaml`` beside
+    a plan ``X.plan.json`` (the published runs), then, for the instance name
+    the plan records,
     ``NAME.yaml`` beside the plan, in the working folder, and in
     ``instances/`` and its subfolders (of the working folder and of this
     repository). A candidate is taken when
@@ -158,6 +164,8 @@ def locate_instance(plan_path: str) -> str:
     ----------
     plan_path
         A plan file (``plan.json`` of ``solve``, or a published plan).
+    how
+        How the error line says to name the instance.
 
     Returns
     -------
@@ -171,8 +179,8 @@ def locate_instance(plan_path: str) -> str:
     """
     folder = os.path.dirname(os.path.abspath(plan_path))
     base = os.path.basename(plan_path)
-    name, fingerprint = _recorded(plan_path)
-    candidates = []
+    name, fingerprint, copy = _recorded(plan_path)
+    candidates = [os.path.join(folder, copy)] if copy is not None else []
     if base.endswith(".plan.json"):
         candidates.append(os.path.join(folder, base[: -len(".plan.json")] + ".yaml"))
     if name is not None:
@@ -196,5 +204,5 @@ def locate_instance(plan_path: str) -> str:
     raise InputError(
         "--instance",
         f"cannot tell which instance {plan_path} was made for (it records {recorded}"
-        f"{', no matching file found' if name else ''}); give --instance INSTANCE",
+        f"{', no matching file found' if name else ''}); {how}",
     )

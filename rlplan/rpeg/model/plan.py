@@ -383,6 +383,10 @@ def _template_from_json(data: dict[str, Any], directory: CandidateDirectory) -> 
 def _check_instance(recorded: Any, directory: CandidateDirectory) -> None:
     """Refuse a plan whose ``"instance"`` entry records another instance's fingerprint.
 
+    The entry may name the copy of the instance a run folder holds beside
+    the plan (``"file"``, read by
+    :func:`~rlplan.outputs.frameworks.locate_instance`).
+
     Raises
     ------
     PlanError
@@ -395,12 +399,17 @@ def _check_instance(recorded: Any, directory: CandidateDirectory) -> None:
         raise PlanError(
             "plan.instance", 'must be {"name": ..., "fingerprint": ...} as plan.json writes it'
         )
-    extra = sorted(set(recorded) - {"name", "fingerprint"})
+    keys = ("name", "fingerprint", "file")
+    extra = sorted(set(recorded) - set(keys))
     if extra:
         raise PlanError(
             f"plan.instance.{extra[0]}",
-            f"unknown key{did_you_mean(extra[0], ('name', 'fingerprint'))} "
-            "(allowed: name, fingerprint)",
+            f"unknown key{did_you_mean(extra[0], keys)} (allowed: {', '.join(keys)})",
+        )
+    if "file" in recorded and not isinstance(recorded["file"], str):
+        raise PlanError(
+            "plan.instance.file",
+            f"must be the instance file's name beside the plan, got {_short(recorded['file'])}",
         )
     instance = directory.instance
     expected = instance_fingerprint(instance)

@@ -3,7 +3,8 @@
 The schema accepts the research optimizer's configuration files unchanged
 (sections ``hardware``, ``models``, ``workload``, ``policy``, ``optimizer``)
 and adds the optional sections ``placement``, ``solver``, ``engine`` and
-``reference``. Each section has its module (:mod:`~rlplan.rpeg.schema.hardware`,
+``reference``; ``optimizer`` may be left out too (its defaults apply). Each
+section has its module (:mod:`~rlplan.rpeg.schema.hardware`,
 :mod:`~rlplan.rpeg.schema.models`, :mod:`~rlplan.rpeg.schema.workload`,
 :mod:`~rlplan.rpeg.schema.optimizer`, :mod:`~rlplan.rpeg.schema.engine`,
 :mod:`~rlplan.rpeg.schema.reference`; ``placement`` and ``solver`` are here).
@@ -496,14 +497,14 @@ def parse_instance(
             warnings.append(
                 f"warning: unknown section {key!r} ignored{did_you_mean(key, _SECTIONS)}"
             )
-    for section in ("hardware", "models", "workload", "optimizer"):
+    for section in ("hardware", "models", "workload"):
         require(data, section, "")
     algorithm = parse_policy(data.get("policy"))
     hardware = parse_hardware(data["hardware"])
     models, reward_rule, model_warnings = parse_models(data["models"], algorithm, base_dir)
     warnings.extend(model_warnings)
     workload = parse_workload(data["workload"])
-    optimizer = parse_optimizer(data["optimizer"], algorithm)
+    optimizer = parse_optimizer(data.get("optimizer"), algorithm)
     if AC_MODEL in optimizer.staleness_candidates:
         # The fused actor-critic: the actor's architecture plus a scalar head
         # (rpeg.cost.head_parameters counts the extra d parameters).

@@ -67,7 +67,7 @@ from rlplan.rpeg.strategy import DIMENSIONS, Dimension
 #: The JSON Schema dialect of :func:`instance_json_schema`.
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 #: Sections every instance gives.
-REQUIRED_SECTIONS = ("hardware", "models", "workload", "optimizer")
+REQUIRED_SECTIONS = ("hardware", "models", "workload")
 
 
 def _section(fields: tuple[Field, ...], path: str, description: str) -> dict[str, Any]:
@@ -386,8 +386,8 @@ def instance_json_schema() -> dict[str, Any]:
         "models": _models(),
         "workload": _section(WORKLOAD_FIELDS, "workload", "The data of one RL step"),
         "policy": allow_null(_section(POLICY_FIELDS, "policy", "The RL algorithm")),
-        "optimizer": _section(
-            OPTIMIZER_FIELDS, "optimizer", "Evaluation horizon, staleness and search knobs"
+        "optimizer": allow_null(
+            _section(OPTIMIZER_FIELDS, "optimizer", "Evaluation horizon, staleness, search knobs")
         ),
         "placement": allow_null(_placement()),
         "solver": allow_null(_solver()),

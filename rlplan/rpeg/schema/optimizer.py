@@ -1,6 +1,7 @@
 """The ``optimizer`` section: evaluation horizon, staleness candidates and search knobs.
 
 Fields are declared in :data:`OPTIMIZER_FIELDS` (:mod:`rlplan.rpeg.schema.fields`).
+The section is optional: an instance without it takes every default below.
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ from rlplan.rpeg.templates import AC_MODEL
 AC_SHARE_KEY = "ac_share"
 #: Staleness candidates of a trained model the section does not list.
 DEFAULT_STALENESS = (0, 1)
+#: Steps unrolled when a plan is evaluated, when the section does not say. Two steps
+#: are the fewest in which a plan at the default staleness 1 shows what it buys: step
+#: 1's generation overlapping step 0's training (the specification's example instance
+#: and most shipped instances unroll two steps, docs/templates.md).
+DEFAULT_K_EVAL = 2
 #: Relative score penalty of an off-policy plan (some trained model at staleness > 0):
 #: such a plan scores step time x (1 + lambda_stale). A preference, not a measured
 #: figure: no published study prices one step of staleness in step time. The
@@ -63,7 +69,7 @@ def _staleness_schema() -> dict[str, Any]:
 
 
 OPTIMIZER_FIELDS = (
-    Field("k_eval", POSITIVE_INT, description="Steps unrolled when a plan is evaluated"),
+    Field("k_eval", POSITIVE_INT, DEFAULT_K_EVAL, "Steps unrolled when a plan is evaluated"),
     Field(
         "staleness_candidates",
         structured("mapping of trained model to staleness lists", _staleness_schema),
@@ -144,7 +150,7 @@ class OptimizerConfig:
     time alone.
     """
 
-    k_eval: int
+    k_eval: int = DEFAULT_K_EVAL
     staleness_candidates: dict[str, tuple[int, ...]] = field(default_factory=dict)
     e_max: int = 5000
     t_init: float = 0.30
@@ -176,8 +182,8 @@ class OptimizerConfig:
 
 
 def parse_optimizer(data: Any, algorithm: str) -> OptimizerConfig:
-    """Build :class:`OptimizerConfig` from the ``optimizer`` section."""
-    section = mapping(data, "optimizer")
+    """Build :class:`OptimizerConfig` from the ``optimizer`` section (None: every default)."""
+    section = {} if data is None else mapping(data, "optimizer")
     check_keys(section, OPTIMIZER_KEYS, "optimizer")
     values = read_fields(section, OPTIMIZER_FIELDS, "optimizer")
     values["staleness_candidates"] = _read_staleness(section.get("staleness_candidates"), algorithm)
