@@ -36,6 +36,8 @@ def test_solve_with_a_framework_reports_both_spaces(cli, tmp_path, monkeypatch):
     result = json.loads((out / "result.json").read_text(encoding="utf-8"))
     assert result["stats"]["framework"]["speedup"] > 1.0
     assert "## Framework plan space" in (out / "report.md").read_text(encoding="utf-8")
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "Framework plan space" in html and "the reference could run in its own layout" in html
 
 
 def test_export_config_refuses_a_plan_breaking_a_rule(cli, tmp_path, monkeypatch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlplan.outputs.framework_section import framework_section
+from rlplan.outputs.framework_space import framework_space_section
 from rlplan.outputs.html_page import HtmlReport
 from rlplan.outputs.report_md import colocation_seconds
 from rlplan.outputs.vocabulary import framework_view, reward_rule_view
@@ -94,6 +95,7 @@ def render_html_report(
     if result.message:
         summary.append(("note", result.message))
     report.pairs(summary)
+    _framework_space(report, result)
     report.heading("Bound")
     rows = []
     for template in problem.templates:
@@ -153,6 +155,23 @@ def _framework(report: HtmlReport, view: dict[str, Any]) -> None:
         report.items(entries)
     report.paragraph("Where to set it:")
     report.table(section.where_columns, section.where_rows, code=True)
+
+
+def _framework_space(report: HtmlReport, result: Result) -> None:
+    """The "Framework plan space" section as report.md has it (from the shared builder)."""
+    section = framework_space_section(result)
+    if section is None:
+        return
+    report.heading("Framework plan space")
+    report.paragraph(section.intro)
+    report.table(section.columns, section.rows)
+    if section.ratio:
+        report.paragraph(section.ratio)
+    if section.needs:
+        report.paragraph(f"To run the full-space plan, {section.rows[0][0]} would need:")
+        report.items(section.needs)
+        report.paragraph("The rules it breaks:")
+        report.items(section.broken)
 
 
 def _colocation(report: HtmlReport, trace: Trace) -> None:

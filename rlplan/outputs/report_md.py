@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rlplan.outputs.framework_space import framework_space_section
 from rlplan.outputs.vocabulary import framework_markdown, framework_view, reward_rule_view
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
@@ -188,34 +189,20 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
 
 def framework_space_markdown(result: Result) -> list[str]:
     """The "Framework plan space" section: the framework's best plan beside the full-space one."""
-    facts = result.stats.get("framework")
-    if not facts or "step_time" not in facts:
+    section = framework_space_section(result)
+    if section is None:
         return []
-    name = facts["display"]
-    lines = [
-        "",
-        "## Framework plan space",
-        "",
-        f"The plan lies in what {name} {facts['release']} can run ({facts['rules']} rules, "
-        "docs/plan-space.md#framework-plan-spaces); the full plan space was solved beside it.",
-        "",
-        "| plan space | step time | status | lower bound per step |",
-        "|---|---|---|---|",
-        f"| {name} | {_seconds(facts['step_time'])} | {facts['status']} "
-        f"| {_seconds(facts['bound_step'])} |",
-        f"| full | {_seconds(facts['full_space_step_time'])} | {facts['full_space_status']} "
-        f"| {_seconds(facts['full_space_bound_step'])} |",
-    ]
-    if facts["speedup"] is not None:
-        lines += [
-            "",
-            f"{name}'s best plan takes {facts['speedup']:.3f}x the full-space plan's step.",
-        ]
-    if facts["needs"]:
+    name = section.rows[0][0]
+    lines = ["", "## Framework plan space", "", section.intro, ""]
+    lines += ["| " + " | ".join(section.columns) + " |", "|---|---|---|---|"]
+    lines += ["| " + " | ".join(row) + " |" for row in section.rows]
+    if section.ratio:
+        lines += ["", section.ratio]
+    if section.needs:
         lines += ["", f"To run the full-space plan, {name} would need:", ""]
-        lines += [f"- {need}" for need in facts["needs"]]
+        lines += [f"- {need}" for need in section.needs]
         lines += ["", "The rules it breaks:", ""]
-        lines += [f"- {line}" for line in facts["broken"]]
+        lines += [f"- {line}" for line in section.broken]
     return lines
 
 
