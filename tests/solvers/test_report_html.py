@@ -39,6 +39,7 @@ def test_solve_writes_a_self_contained_report_html(cli, tmp_path):
         "Bound",
         "Placement",
         "Staleness",
+        "Framework settings",
         "Memory per GPU",
         "Colocation",
         "Gantt chart",
@@ -49,9 +50,10 @@ def test_solve_writes_a_self_contained_report_html(cli, tmp_path):
     assert summary["step time (simulated)"] == f"{reference.step_time:.4f} s"
     placement = contents.tables[2]
     assert placement[0][0] == "vertex" and len(placement) > 2
-    memory = contents.tables[4]
-    assert memory[0] == ["GPUs", "peak"] and memory[1][1].endswith("GB")
-    colocation = contents.tables[5]
+    headers = [table[0] for table in contents.tables]
+    memory = contents.tables[headers.index(["GPUs", "peak"])]
+    assert memory[1][1].endswith("GB")
+    colocation = contents.tables[headers.index(["vertex", "event", "seconds per step"])]
     assert colocation[0] == ["vertex", "event", "seconds per step"]
     assert ["actor.generate", "wake"] in [row[:2] for row in colocation[1:]]
 
