@@ -72,6 +72,12 @@ def print_sizes(problem: Problem) -> None:
             f"{rule.workers} worker(s), {instance.reward_rule_seconds:.4g} s per step "
             "(a delay before the reward's consumers, no vertex)"
         )
+    framework = directory.framework
+    if framework is not None:
+        refused = framework.unsupported(instance)
+        what = f"cannot run this instance: {refused.line()}" if refused else "narrow the plan space"
+        rules = len(framework.rules)
+        print(f"framework    {framework.display} {framework.release}: {rules} rules {what}")
     print(
         f"plan space   {len(cluster.blocks)} blocks, {len(cluster.shapes)} shapes, "
         f"{directory.size} candidates, "
