@@ -18,12 +18,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlplan.rpeg.errors import InputError, PlanError
+from rlplan.rpeg.errors import InputError, PlanError, did_you_mean
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.model.plan import Plan, plan_from_json, plan_to_json, read_plan
+from rlplan.rpeg.schema.engine import FRAMEWORK_NAMES
 from rlplan.rpeg.schema.instance import Instance, load_instance, parse_instance
 from rlplan.rpeg.schema.solver_options import API
+from rlplan.solvers.framework_gap import solve_in_framework
 from rlplan.solvers.options import solve_request
 from rlplan.solvers.progress import make_progress
 from rlplan.solvers.result import Result as SolverResult
@@ -131,6 +133,7 @@ def solve(
     seed: int | None = None,
     gap: float | None = None,
     progress: bool = False,
+    framework: str | None = None,
 ) -> Result:
     """Find a plan for ``instance``: ``python main.py solve`` from Python.
 
@@ -153,6 +156,12 @@ def solve(
         stop, 0 to 1 (default ``solver.gap``; 1: the first feasible plan).
     progress
         Show live progress on a terminal (stderr).
+    framework
+        Plan for what this framework can run (``verl``, ``nemo-rl``,
+        ``openrlhf``, ``slime``; default: the instance's ``engine.framework``);
+        the full-space optimum is solved beside it, each on half the time
+        limit, and ``stats["framework"]`` compares the two
+        (docs/solvers.md#framework-plan-spaces).
 
     Returns
     -------
@@ -173,6 +182,15 @@ def solve(
         of 0 to 1), naming the argument (``gap``).
     """
     problem = load(instance)
+    if framework is not None and framework != problem.instance.engine.framework:
+        if framework not in FRAMEWORK_NAMES:
+            raise InputError(
+                "framework",
+                f"unknown framework {framework!r} (one of {', '.join(FRAMEWORK_NAMES)})"
+                + did_you_mean(framework, FRAMEWORK_NAMES),
+            )
+        engine = dataclasses.replace(problem.instance.engine, framework=framework)
+        problem = Problem.from_instance(dataclasses.replace(problem.instance, engine=engine))
     given = {"time_limit": time_limit, "threads": threads, "seed": seed, "gap": gap}
     request = solve_request(problem.instance.solver, {"backend": solver, **given}, API)
     options = request.options
@@ -180,7 +198,7 @@ def solve(
         f"{request.backend} on {problem.instance.name}", problem.instance.k_eval, not progress
     )
     try:
-        found = request.solve(problem, options)
+        found = solve_in_framework(request.solve, problem, options)
     finally:
         options.progress.close()
     found.stats.setdefault("incumbent_history", options.progress.history)
