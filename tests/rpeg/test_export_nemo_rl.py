@@ -265,6 +265,22 @@ def test_batch_settings_pass_nemo_startup_checks(exports):
         assert keys.get("ppo.ppo_epochs", 1) == 1, name
 
 
+def test_a_packed_micro_batch_holds_the_longest_sequence():
+    """One sequence of 1,184 tokens on average per train micro-batch: the bin is raised to the
+    2,048 tokens of the longest sequence, which NeMo RL's packer needs, and a line says so."""
+    problem = Problem.load(str(ROOT / "instances" / "grpo_7b_1x2x8_h100.yaml"))
+    document = grpo_async()
+    document["vertices"]["actor.train"]["micro_batch_size"] = 1
+    plan = plan_from_json(document, problem.directory)
+    keys = _keys(problem, plan)
+    assert keys["policy.sequence_packing.train_mb_tokens"] == 2048
+    assert nemo_startup_problems(keys) == []
+    assert (
+        "# not expressible in NeMo RL: actor.train packed micro-batches of 1184 tokens: a bin "
+        "holds the longest sequence, 2048 tokens (nemo_rl/data/packing/algorithms.py), so it is set"
+    ) in _comments(problem, plan)
+
+
 def _grpo_7b(tmp_path: Path, **engine: bool) -> Problem:
     """grpo_7b_1x2x8_h100 with some ``engine`` facts changed."""
     document = yaml.safe_load((ROOT / "instances" / "grpo_7b_1x2x8_h100.yaml").read_text())

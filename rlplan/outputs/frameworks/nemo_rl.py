@@ -274,10 +274,9 @@ def _bin(facts: PlanFacts, name: str, out: Settings) -> int:
     longest = math.ceil(facts.instance.workload.total_length / tp) * tp
     if facts.micro_tokens(name) >= longest:
         return facts.micro_tokens(name)
-    out.comment(
-        f"{name}: the packed micro-batch of {facts.micro_tokens(name)} tokens is raised to "
-        f"{longest}, the longest sequence (nemo_rl/data/packing/algorithms.py refuses a longer "
-        "sequence than a bin)"
+    out.unsupported(
+        f"{name} packed micro-batches of {facts.micro_tokens(name)} tokens: a bin holds the "
+        f"longest sequence, {longest} tokens (nemo_rl/data/packing/algorithms.py), so it is set"
     )
     return longest
 
