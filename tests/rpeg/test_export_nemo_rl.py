@@ -263,6 +263,7 @@ def test_batch_settings_pass_nemo_startup_checks(exports):
         assert train == blocks["actor.train"].block.size, name
         assert inference == blocks["actor.generate"].block.size, name
         assert keys.get("ppo.ppo_epochs", 1) == 1, name
+        assert not [line for line in _comments(problem, plan) if "not expressible" in line], name
 
 
 def test_a_packed_micro_batch_holds_the_longest_sequence():
@@ -437,6 +438,14 @@ def test_rules_name_what_nemo_rl_cannot_run():
     lines = _broken(f"{stem}.yaml", f"{stem}.plan.json", apart)
     assert "rule reference-on-host" in lines[0]
     assert "rule logprobs-on-policy" in lines[1]
+    problem = Problem.load(str(ROOT / "instances" / "grpo_7b_1x2x8_h100.yaml"))
+    document = grpo_async()
+    document["vertices"]["reward.infer"]["block"] = _gpus(0, 4, 2)
+    plan = plan_from_json(document, problem.directory)
+    lines = plan_problems(NEMO, problem.directory.template, plan, 16)
+    assert [line.split(": NeMo RL rule ")[1].split(":")[0] for line in lines] == [
+        "reward-model-apart-from-policy"
+    ]
 
 
 def test_algorithms_nemo_rl_has_no_trainer_for():
