@@ -1,30 +1,16 @@
-"""A plan as NeMo RL settings: a YAML config that inherits one of NeMo RL's example configs.
+"""A plan as a NeMo RL config: YAML keys over an example config that ``defaults`` names.
 
-The keys are those of NVIDIA-NeMo/RL at the release its rules are read from
-(:data:`rlplan.rpeg.model.frameworks.nemo_rl.RELEASE`, tag v0.7.0; paths
-below are in that repository). The export is a config file: its
-``defaults`` names the example config it inherits (examples/configs/
-grpo_math_1B.yaml for DTensor, grpo_math_1B_megatron.yaml for Megatron,
-ppo_math_1B*.yaml for PPO, grpo_rm_1B.yaml first for a reward model), as
-NeMo RL's loader reads it (``load_config_with_inheritance`` in
-nemo_rl/utils/config.py).
-
-How the plan maps onto NeMo RL (the plan is inside NeMo RL's rules,
-:mod:`rlplan.rpeg.model.frameworks.nemo_rl`):
-
-* ``actor.train``'s sharding picks the backend: ZeRO-1 is Megatron with the
-  distributed optimizer, ZeRO-3 is DTensor (FSDP2);
-* the step's ``B*K`` sequences train in :func:`optimizer_steps` global
-  batches (``policy.train_global_batch_size``), one pass (PPO: ``ppo_epochs``
-  1);
-* generation is colocated with the policy or on GPUs of its own, the policy
-  taking the GPUs left (``setup`` in nemo_rl/algorithms/grpo.py);
-* a reference model is a KL penalty above 0 (``init_reference_model`` in
-  ``setup``); without ``actor.infer``, ``loss_fn.force_on_policy_ratio``
-  skips the old log-probs;
-* a rule reward is an environment on Ray CPU workers, a reward model the
-  ``reward_model`` environment on GPUs of its own;
-* actor staleness s >= 1 is async GRPO, ``max_trajectory_age_steps: s``.
+The keys are NVIDIA-NeMo/RL's at :data:`~rlplan.rpeg.model.frameworks.nemo_rl.RELEASE`
+(tag v0.7.0; paths below are in that repository), read as a config file by
+``load_config_with_inheritance`` (nemo_rl/utils/config.py). The plan lies in
+NeMo RL's rules (:mod:`rlplan.rpeg.model.frameworks.nemo_rl`). ZeRO-1 is
+Megatron with the distributed optimizer, ZeRO-3 DTensor (FSDP2); the step's
+``B*K`` sequences train in :func:`optimizer_steps` global batches, one pass;
+the policy takes the GPUs generation and a reward model leave (``setup`` in
+nemo_rl/algorithms/grpo.py); a reference model is a KL penalty above 0; a
+rule reward is an environment on Ray CPU workers, a reward model the
+``reward_model`` environment; actor staleness s >= 1 is async GRPO with
+``max_trajectory_age_steps: s``.
 """
 
 from __future__ import annotations
