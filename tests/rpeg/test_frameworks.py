@@ -241,64 +241,13 @@ def test_published_nemo_plan_as_openrlhf(nemo):
     assert "--train.colocate_all -> --colocate_all_models" in lines[-1]
 
 
-def test_published_nemo_plan_as_nemo_rl(nemo):
-    """The published recipe's layout: colocated vLLM tp 1, Megatron tp 1 pp 2, checkpointing."""
-    text = export_config(*nemo, "nemo-rl", "plan.json")
-    document = yaml.safe_load(text)
-    policy = document["policy"]
-    assert policy["generation"]["vllm_cfg"] == {
-        "tensor_parallel_size": 1,
-        "pipeline_parallel_size": 1,
-        "gpu_memory_utilization": 0.6,
-    }
-    assert policy["generation"]["vllm_kwargs"] == {"max_num_seqs": 1024}
-    assert policy["generation"]["colocated"] == {"enabled": True}
-    assert policy["megatron_cfg"] == {
-        "enabled": True,
-        "tensor_model_parallel_size": 1,
-        "pipeline_model_parallel_size": 2,
-        "activation_checkpointing": True,
-        "optimizer": {"use_distributed_optimizer": True},
-    }
-    assert policy["dtensor_cfg"] == {"enabled": False}
-    assert policy["train_micro_batch_size"] == 4
-    assert policy["logprob_batch_size"] == 8
-    # 4 and 8 sequences of 1,192.86 tokens on average, rounded up.
-    assert policy["sequence_packing"] == {
-        "enabled": True,
-        "train_mb_tokens": 4772,
-        "logprob_mb_tokens": 9543,
-    }
-    assert document["grpo"] == {
-        "num_prompts_per_step": 64,
-        "num_generations_per_prompt": 32,
-        "async_grpo": {"enabled": False},
-    }
-    assert document["cluster"] == {"num_nodes": 2, "gpus_per_node": 8}
-    lines = text.splitlines()
-    assert "      gpu_memory_utilization: 0.6" in lines
-    # The rule reward: math verification on env.math.num_workers Ray workers, no GPU.
-    assert document["env"] == {"math": {"num_workers": 8}}
-    assert (
-        "# reward.rule: a rule-based reward (no model, no GPU) on 8 CPU workers, 0.02 s per "
-        "sample, 5.12 s per step between actor.generate and actor.train; a rule-based "
-        "environment on Ray CPU workers (env.math here, the math environment of "
-        "examples/configs/grpo_math_1B.yaml; use your task's)"
-    ) in lines
-    assert (
-        "# actor.train offload: NeMo RL moves the training states to the host around "
-        "colocated generation (nemo_rl/algorithms/grpo.py: offload_before_refit)"
-    ) in lines
-
-
 def test_zero3_optimum_with_staleness_1(tmp_path):
-    """tiny_dpo_2gpu_v2's optimum: FSDP in verl, ZeRO-3 in OpenRLHF, DTensor in NeMo RL,
-    with the training states offloaded.
+    """tiny_dpo_2gpu_v2's optimum: FSDP in verl, ZeRO-3 in OpenRLHF, with the training
+    states offloaded.
 
-    Staleness 1 is inexpressible in verl's synchronous trainer, is async with a
-    queue of 1 in OpenRLHF, and async GRPO in NeMo RL, which needs generation
-    apart from training; online DPO is inexpressible in all three, and so are
-    log-prob passes on a GPU of their own.
+    Staleness 1 is inexpressible in verl's synchronous trainer and is async with a
+    queue of 1 in OpenRLHF; online DPO is inexpressible in both, and so are
+    log-prob passes on a GPU of their own (NeMo RL: tests/rpeg/test_export_nemo_rl.py).
     """
     problem, plan = _hand("tiny_dpo_2gpu_v2", DPO_V2_OPTIMUM)
     verl = _lines(problem, plan, "verl")
@@ -342,28 +291,10 @@ def test_zero3_optimum_with_staleness_1(tmp_path):
         assert line in openrlhf
     assert "--vllm.enable_sleep" not in openrlhf
     assert "--train.colocate_all" not in openrlhf  # the reference has a GPU of its own
-    nemo_text = export_config(problem, plan, "nemo-rl", "plan.json")
-    document = yaml.safe_load(nemo_text)
-    assert document["policy"]["dtensor_cfg"] == {
-        "enabled": True,
-        "tensor_parallel_size": 1,
-        "activation_checkpointing": True,
-    }
-    assert document["policy"]["megatron_cfg"] == {"enabled": False}
-    assert document["grpo"]["async_grpo"] == {"enabled": True, "max_trajectory_age_steps": 1}
-    assert document["policy"]["generation"]["vllm_cfg"]["async_engine"] is True
-    assert (
-        "# not expressible in NeMo RL: actor staleness 1 with generation colocated (async vLLM "
-        "generation runs on GPUs of its own: nemo_rl/algorithms/grpo.py asserts it)"
-    ) in nemo_text.splitlines()
-    assert (
-        "# not expressible in NeMo RL: actor.infer offload true (the policy's weights stay on "
-        "its GPUs)"
-    ) in nemo_text.splitlines()
 
 
 def test_rollout_apart_from_training():
-    """tiny_grpo_4gpu, rollout on GPUs 0-1: one pool in verl, own GPUs in OpenRLHF and NeMo RL."""
+    """tiny_grpo_4gpu, rollout on GPUs 0-1: one pool in verl, own GPUs in OpenRLHF."""
     problem, plan = _hand("tiny_grpo_4gpu", GRPO_APART)
     verl = _lines(problem, plan, "verl")
     assert (
@@ -385,12 +316,6 @@ def test_rollout_apart_from_training():
         "--train.colocate_actor_ref or --train.colocate_critic_reward)",
     ):
         assert line in openrlhf
-    document = yaml.safe_load(export_config(problem, plan, "nemo-rl", "plan.json"))
-    assert document["policy"]["generation"]["colocated"] == {
-        "enabled": False,
-        "resources": {"num_nodes": 1, "gpus_per_node": 2},
-    }
-    assert document["cluster"] == {"num_nodes": 1, "gpus_per_node": 4}
 
 
 def test_infeasible_plans_are_exported_with_a_warning():

@@ -204,3 +204,26 @@ class PlanFacts:
         settings.comment(how)
         if not self.trace.feasible:
             settings.comment(f"warning: this plan {self.trace.overflow_words()} in simulation")
+
+
+def optimizer_steps(instance: Any) -> int:
+    """Optimizer steps per RL step that the plan's workload takes.
+
+    The step's ``B*K`` sequences make ``optimizer_steps`` global batches of
+    ``B*K / optimizer_steps`` each. The workload names no mini-batch
+    (rlplan/rpeg/schema/workload.py), and the cost model trains each train
+    vertex once over the whole step with one gradient synchronisation per run
+    (docs/cost-model.md), so the count is 1 unless the workload states one
+    (an ``optimizer_steps`` field).
+
+    Parameters
+    ----------
+    instance
+        The plan's instance.
+
+    Returns
+    -------
+    int
+        A positive count dividing ``B*K``.
+    """
+    return int(getattr(instance.workload, "optimizer_steps", 1))

@@ -1,118 +1,200 @@
-"""A plan as NeMo RL settings: YAML keys to merge into a GRPO or PPO config.
+"""A plan as a NeMo RL config: YAML keys over an example config that ``defaults`` names.
 
-Key names were checked against NVIDIA-NeMo/RL at commit 7ea279ab
-(2026-08-22); every key cites the file that defines or reads it (paths in
-that repository). The defaults live in examples/configs/grpo_math_1B.yaml
-(DTensor), examples/configs/grpo_math_1B_megatron.yaml (Megatron) and
-examples/configs/ppo_math_1B.yaml (PPO, the value model under ``value``).
-Each key may also be given as a ``policy.x.y=value`` override to
-examples/run_grpo.py (it applies ``parse_hydra_overrides``).
-
-How the plan maps onto NeMo RL:
-
-* the training backend follows ``actor.train``'s sharding: ZeRO-1 is
-  Megatron with the distributed optimizer, ZeRO-3 is DTensor (FSDP2, no
-  pipeline parallelism);
-* generation is colocated with the policy (``policy.generation.colocated``)
-  or runs on GPUs of its own, the policy then taking every other GPU
-  (nemo_rl/algorithms/grpo.py, ``setup``); a colocated policy's training
-  states go to the host around generation (``offload_before_refit``);
-* old and reference log-probs run on the policy's workers; the reference
-  weights are kept on the host and swapped in (``setup_reference_model_state``);
-* a reward model runs as the ``reward_model`` environment on GPUs of its own;
-* a staleness s >= 1 of the actor is async GRPO (PPO) with
-  ``max_trajectory_age_steps: s``, which needs non-colocated vLLM generation.
+The keys are NVIDIA-NeMo/RL's at :data:`~rlplan.rpeg.model.frameworks.nemo_rl.RELEASE`
+(tag v0.7.0; paths below are in that repository), read as a config file by
+``load_config_with_inheritance`` (nemo_rl/utils/config.py). The plan lies in
+NeMo RL's rules (:mod:`rlplan.rpeg.model.frameworks.nemo_rl`). ZeRO-1 is
+Megatron with the distributed optimizer, ZeRO-3 DTensor (FSDP2); the step's
+``B*K`` sequences train in :func:`optimizer_steps` global batches, one pass;
+the policy takes the GPUs generation and a reward model leave (``setup`` in
+nemo_rl/algorithms/grpo.py); a reference model is a KL penalty above 0; a
+rule reward is an environment on Ray CPU workers, a reward model the
+``reward_model`` environment; actor staleness s >= 1 is async GRPO with
+``max_trajectory_age_steps: s``.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import yaml
 
-from rlplan.outputs.frameworks.common import OFFLOAD, RECOMPUTE, SHARDING, PlanFacts, Settings
+from rlplan.outputs.frameworks.common import (
+    OFFLOAD,
+    RECOMPUTE,
+    SHARDING,
+    PlanFacts,
+    Settings,
+    optimizer_steps,
+)
+from rlplan.rpeg.model.frameworks.nemo_rl import RELEASE
 from rlplan.rpeg.strategy import Recompute, Sharding
 
 FRAMEWORK = "nemo-rl"
+REPOSITORY = "https://github.com/NVIDIA-NeMo/RL"
 
-#: Where the keys are defined or read (NVIDIA-NeMo/RL).
-SOURCES = {
-    "grpo": "examples/configs/grpo_math_1B.yaml",
-    "megatron": "examples/configs/grpo_math_1B_megatron.yaml",
-    "ppo": "examples/configs/ppo_math_1B.yaml",
-    "vllm_kwargs": "nemo_rl/models/generation/vllm/vllm_worker.py",
-    "setup": "nemo_rl/algorithms/grpo.py",
-    "reward_model": "examples/configs/grpo_rm_1B.yaml",
-    "async": "docs/guides/async-grpo.md",
-}
+#: Keys this exporter sets that none of its base configs has: on a command
+#: line they take ``++`` (``parse_hydra_overrides`` in nemo_rl/utils/config.py
+#: sets the config struct). ``vllm_kwargs`` is ``{}`` in
+#: examples/configs/grpo_math_1B.yaml and ppo_math_1B.yaml; ``data.env_name``
+#: is read by nemo_rl/algorithms/ppo.py (setup) and set by no config.
+BEYOND_BASES = frozenset({"policy.generation.vllm_kwargs.max_num_seqs", "data.env_name"})
+#: The KL coefficient written when a reference model scores the samples:
+#: loss_fn.reference_policy_kl_penalty of examples/configs/grpo_math_1B.yaml.
+KL_PENALTY = 0.01
+
+
+def _bases(facts: PlanFacts, algorithm: str) -> list[str]:
+    """The example configs the export inherits (examples/configs/)."""
+    megatron = facts.entry("actor.train")[SHARDING.label] == Sharding.ZERO1
+    base = f"{algorithm}_math_1B{'_megatron' if megatron else ''}.yaml"
+    if not facts.has("reward.infer"):
+        return [base]
+    # env.reward_model.*: examples/configs/grpo_rm_1B.yaml (on grpo_math_1B.yaml); the
+    # backend's config comes after it, so its keys win.
+    return ["grpo_rm_1B.yaml"] if base == "grpo_math_1B.yaml" else ["grpo_rm_1B.yaml", base]
+
+
+def _header(facts: PlanFacts, out: Settings, plan_name: str, algorithm: str, bases: list) -> None:
+    script = f"examples/run_{algorithm}.py"
+    facts.header(
+        out,
+        plan_name,
+        f"NeMo RL {RELEASE} (git clone --branch {RELEASE} {REPOSITORY}; the nemo-rl package "
+        f"on PyPI is a placeholder): save this as examples/configs/plan.yaml beside "
+        f"{', '.join(bases)} and run uv run {script} --config examples/configs/plan.yaml",
+    )
+    shapes = facts.instance.models["actor"]
+    out.comment(
+        f"add: policy.model_name (your actor: a Hugging Face name or path; the plan is for "
+        f"{shapes.layers} layers of hidden size {shapes.hidden_dim}) and the data "
+        "(data.train: dataset_name, or data_path with input_key; data.validation, or "
+        f"{algorithm}.val_period: 0)"
+    )
 
 
 def _workload(facts: PlanFacts, out: Settings, algorithm: str) -> None:
     workload = facts.instance.workload
-    # grpo.* / ppo.*: examples/configs/grpo_math_1B.yaml, examples/configs/ppo_math_1B.yaml
+    # grpo.* / ppo.*: examples/configs/grpo_math_1B.yaml, ppo_math_1B.yaml
     out.set(f"{algorithm}.num_prompts_per_step", workload.batch_size)
     out.set(f"{algorithm}.num_generations_per_prompt", workload.samples_per_prompt)
-    # policy.max_total_sequence_length, policy.generation.max_new_tokens:
-    # examples/configs/grpo_math_1B.yaml
+    if algorithm == "ppo":
+        # ppo_train trains ppo_epochs times on each step's samples (nemo_rl/algorithms/ppo.py).
+        out.set("ppo.ppo_epochs", 1)
+    # One optimizer step per global batch: num_global_batches = B*K // gbs in the
+    # workers' train (nemo_rl/models/policy/workers/megatron_policy_worker.py).
+    out.set("policy.train_global_batch_size", workload.sequences // optimizer_steps(facts.instance))
+    # The longest sequence and response (policy.*: examples/configs/grpo_math_1B.yaml); prompts
+    # at or over data.max_input_seq_length are masked (nemo_rl/data/processors.py).
     out.set("policy.max_total_sequence_length", workload.total_length)
     out.set("policy.generation.max_new_tokens", workload.generation_length)
+    out.set("data.max_input_seq_length", workload.total_length)
     nodes, width = facts.cluster_nodes()
-    # cluster.num_nodes, cluster.gpus_per_node: examples/configs/grpo_math_1B.yaml
     out.set("cluster.num_nodes", nodes)
     out.set("cluster.gpus_per_node", width)
 
 
-def _generation(facts: PlanFacts, out: Settings, asynchronous: bool) -> bool:
+def _reference(facts: PlanFacts, out: Settings, algorithm: str) -> None:
+    """KL on or off, and the old log-probs' skip when the plan has no actor.infer."""
+    reference = facts.has("reference.infer")
+    # setup builds the reference copy iff the KL penalty is above 0 (nemo_rl/algorithms/grpo.py:
+    # init_reference_model); PPO keeps one and skips its pass on ppo.skip_reference_...
+    out.set("loss_fn.reference_policy_kl_penalty", KL_PENALTY if reference else 0.0)
+    if algorithm == "ppo":
+        out.set("ppo.skip_reference_policy_logprobs_calculation", not reference)
+    if reference:
+        out.comment(f"the KL coefficient is yours to choose ({KL_PENALTY}: grpo_math_1B.yaml's)")
+    if not facts.has("actor.infer"):
+        # grpo_train skips prev_logprobs under force_on_policy_ratio, which setup allows only
+        # with train_global_batch_size == B*K (nemo_rl/algorithms/grpo.py).
+        out.set("loss_fn.force_on_policy_ratio", True)
+        if optimizer_steps(facts.instance) != 1:
+            out.unsupported(
+                "no actor.infer with more than one optimizer step (force_on_policy_ratio "
+                "needs train_global_batch_size == num_prompts_per_step x generations)"
+            )
+
+
+def _generation(facts: PlanFacts, out: Settings) -> bool:
     """vLLM settings and colocation; returns whether generation is colocated with training."""
     tp, pp, _ = facts.layout("actor.generate")
-    # policy.generation.backend, vllm_cfg.*: examples/configs/grpo_math_1B.yaml
+    stale = facts.staleness.get("actor", 0) > 0
+    # policy.generation.*: examples/configs/grpo_math_1B.yaml; max_num_seqs goes to vllm.LLM
+    # through vllm_kwargs (nemo_rl/models/generation/vllm/vllm_worker.py)
     out.set("policy.generation.backend", "vllm")
     out.set("policy.generation.vllm_cfg.tensor_parallel_size", tp)
     out.set("policy.generation.vllm_cfg.pipeline_parallel_size", pp)
     out.set(
         "policy.generation.vllm_cfg.gpu_memory_utilization", facts.utilization("actor.generate")
     )
-    # policy.generation.vllm_kwargs: passed to the vLLM engine
-    # (nemo_rl/models/generation/vllm/vllm_worker.py); max_num_seqs as in
-    # examples/configs/recipes/llm/grpo-nano-v2-12b-1n8g-megatron.yaml
+    # vLLM pp > 1 and async GRPO need the async engine (vllm_generation.py, grpo.py asserts)
+    out.set("policy.generation.vllm_cfg.async_engine", stale or pp > 1)
     out.set(
         "policy.generation.vllm_kwargs.max_num_seqs",
         facts.entry("actor.generate")["max_num_seqs"],
     )
     colocated = facts.same_block("actor.generate", "actor.train")
-    # policy.generation.colocated.*: examples/configs/grpo_math_1B.yaml; the split of
-    # the cluster in nemo_rl/algorithms/grpo.py (setup)
     out.set("policy.generation.colocated.enabled", colocated)
     if not colocated:
-        if not facts.disjoint("actor.generate", "actor.train"):
-            out.unsupported(
-                f"{facts.where('actor.generate')} partly shared with "
-                f"{facts.where('actor.train')} (generation is colocated with the policy or "
-                "on GPUs of its own)"
-            )
         nodes, width = facts.nodes("actor.generate")
         out.set("policy.generation.colocated.resources.num_nodes", nodes)
         out.set("policy.generation.colocated.resources.gpus_per_node", width)
-    if asynchronous:
-        # vllm_cfg.async_engine: docs/guides/async-grpo.md
-        out.set("policy.generation.vllm_cfg.async_engine", True)
     return colocated
 
 
-def _policy_gpus(facts: PlanFacts, out: Settings, colocated: bool, reward_apart: bool) -> None:
-    """The policy takes every GPU generation and the reward model do not (grpo.py, setup)."""
+def _reward(facts: PlanFacts, out: Settings, algorithm: str) -> None:
+    """The reward: a rule-based environment, or the reward model environment."""
+    rule = facts.reward_rule
+    if rule is not None:
+        facts.reward_rule_comment(
+            out,
+            "NeMo RL scores in an environment on Ray CPU workers: env.math "
+            "(nemo_rl/environments/math_environment.py) verifies math answers; for another "
+            "reward, write your environment (nemo_rl/environments/interfaces.py, "
+            "EnvironmentInterface), register it and name it in data.default.env_name",
+        )
+        # data.default.env_name, env.math.num_workers: examples/configs/grpo_math_1B.yaml
+        out.set("data.default.env_name", "math")
+        out.set("env.math.num_workers", rule["workers"])
+        return
+    if not facts.has("reward.infer"):
+        return
+    tp, _, _ = facts.layout("reward.infer")
+    nodes, width = facts.nodes("reward.infer")
+    # env.reward_model.*, data.default.env_name: examples/configs/grpo_rm_1B.yaml
+    out.set("data.default.env_name", "reward_model")
+    if algorithm == "ppo":
+        # ppo.py (setup) subtracts the reward model's GPUs when data.env_name is reward_model
+        out.set("data.env_name", "reward_model")
+    out.set("env.reward_model.resources.num_nodes", nodes)
+    out.set("env.reward_model.resources.gpus_per_node", width)
+    out.set("env.reward_model.batch_size", facts.micro_batch("reward.infer"))
+    out.set("env.reward_model.dtensor_cfg.tensor_parallel_size", tp)
+    out.comment(
+        "add: env.reward_model.model_name (your Bradley-Terry reward model); it scores "
+        "unpacked sequences (reward_model_environment.py asserts sequence_packing off)"
+    )
+
+
+def _policy_gpus(facts: PlanFacts, out: Settings, colocated: bool) -> None:
+    """The policy takes what generation and the reward model leave (grpo.py, ppo.py: setup)."""
     hardware = facts.instance.hardware
-    expected = hardware.num_gpus
+    total_nodes, width = facts.cluster_nodes()
+    reward = facts.nodes("reward.infer") if facts.has("reward.infer") else (0, 0)
+    policy_nodes = total_nodes if total_nodes == 1 else total_nodes - reward[0]
+    per_node = width - reward[1] if total_nodes == 1 else width
+    expected = policy_nodes * per_node
+    apart: list[str] = []
     if not colocated:
         expected -= facts.block("actor.generate").size
-    if reward_apart:
-        expected -= facts.block("reward.infer").size
-    train = facts.block("actor.train")
-    if train.size != expected:
-        out.unsupported(
-            f"{facts.where('actor.train')}: the policy gets the cluster's {expected} GPUs left "
-            "after generation on GPUs of its own and the reward model"
+        if policy_nodes > 1 and facts.nodes("actor.generate")[1] != width:
+            apart.append("generation apart takes whole nodes on more than one node")
+    if facts.block("actor.train").size != expected or apart:
+        reason = "; ".join(apart) or (
+            f"the policy gets the {expected} GPUs left of the cluster's {hardware.num_gpus}"
         )
+        out.unsupported(f"{facts.where('actor.train')}: {reason}")
 
 
 def _backend(facts: PlanFacts, out: Settings, section: str, name: str, colocated: bool) -> None:
@@ -120,171 +202,161 @@ def _backend(facts: PlanFacts, out: Settings, section: str, name: str, colocated
     entry = facts.entry(name)
     tp, pp, _ = facts.layout(name)
     full = entry[RECOMPUTE.label] == Recompute.FULL
-    offload = bool(entry[OFFLOAD.label])
-    if entry[SHARDING.label] == Sharding.ZERO1:
-        # {policy,value}.megatron_cfg.*: examples/configs/grpo_math_1B_megatron.yaml,
-        # examples/configs/ppo_math_1B.yaml
-        out.set(f"{section}.megatron_cfg.enabled", True)
-        out.set(f"{section}.dtensor_cfg.enabled", False)
+    megatron = entry[SHARDING.label] == Sharding.ZERO1
+    # {policy,value}.megatron_cfg.*, dtensor_cfg.*: examples/configs/grpo_math_1B.yaml,
+    # grpo_math_1B_megatron.yaml, ppo_math_1B.yaml, ppo_math_1B_megatron.yaml
+    out.set(f"{section}.megatron_cfg.enabled", megatron)
+    out.set(f"{section}.dtensor_cfg.enabled", not megatron)
+    if megatron:
         out.set(f"{section}.megatron_cfg.tensor_model_parallel_size", tp)
         out.set(f"{section}.megatron_cfg.pipeline_model_parallel_size", pp)
         out.set(f"{section}.megatron_cfg.activation_checkpointing", full)
         out.set(f"{section}.megatron_cfg.optimizer.use_distributed_optimizer", True)
-        if offload and not colocated:
-            out.set(f"{section}.megatron_cfg.optimizer.optimizer_cpu_offload", True)
-            out.comment(
-                f"{section}.megatron_cfg.optimizer.optimizer_cpu_offload keeps the optimizer "
-                "on the host; the plan's offload also moves the weights and gradients"
-            )
     else:
-        # {policy,value}.dtensor_cfg.*: examples/configs/grpo_math_1B.yaml
-        out.set(f"{section}.dtensor_cfg.enabled", True)
-        out.set(f"{section}.megatron_cfg.enabled", False)
         out.set(f"{section}.dtensor_cfg.tensor_parallel_size", tp)
         out.set(f"{section}.dtensor_cfg.activation_checkpointing", full)
         if pp > 1:
             out.unsupported(f"{name} pp {pp} under ZeRO-3 (DTensor FSDP2 has no pipeline stages)")
-        if not colocated:
-            out.set(f"{section}.dtensor_cfg.cpu_offload", offload)
-    if colocated and offload:
-        out.comment(
-            f"{name} {OFFLOAD.label}: NeMo RL moves the training states to the host around "
-            "colocated generation (nemo_rl/algorithms/grpo.py: offload_before_refit)"
-        )
-    elif colocated:
+    if entry[OFFLOAD.label] and not colocated and section == "policy":
         out.unsupported(
-            f"{name} {OFFLOAD.label} false beside colocated generation (NeMo RL moves the training "
-            "states to the host before generation: offload_before_refit)"
+            f"{name} {OFFLOAD.label} true with generation on GPUs of its own (NeMo RL moves the "
+            "training states to the host only around colocated generation: "
+            "refit_policy_generation in nemo_rl/algorithms/grpo.py)"
         )
 
 
 def _micro_batches(facts: PlanFacts, out: Settings) -> None:
+    """Train and log-prob micro-batches, in sequences or, packed, in tokens."""
     packing = facts.instance.engine.sequence_packing
+    tp, _, _ = facts.layout("actor.train")
     # policy.train_micro_batch_size, logprob_batch_size, sequence_packing.*:
     # examples/configs/grpo_math_1B.yaml
     out.set("policy.train_micro_batch_size", facts.micro_batch("actor.train"))
-    logprob = "actor.infer" if facts.has("actor.infer") else "reference.infer"
-    if facts.has(logprob):
-        out.set("policy.logprob_batch_size", facts.micro_batch(logprob))
+    passes = [name for name in ("actor.infer", "reference.infer") if facts.has(name)]
+    if passes:
+        out.set("policy.logprob_batch_size", facts.micro_batch(passes[0]))
     out.set("policy.sequence_packing.enabled", packing)
     if packing:
-        out.set("policy.sequence_packing.train_mb_tokens", facts.micro_tokens("actor.train"))
-        if facts.has(logprob):
-            out.set("policy.sequence_packing.logprob_mb_tokens", facts.micro_tokens(logprob))
-    for name in ("actor.infer", "reference.infer"):
-        if not facts.has(name):
-            continue
-        if facts.micro_batch(name) != facts.micro_batch(logprob):
-            out.unsupported(
-                f"{name} micro-batch {facts.micro_batch(name)} per GPU while {logprob} "
-                f"{facts.micro_batch(logprob)} (one policy.logprob_batch_size)"
-            )
-        if not facts.same_block(name, "actor.train") or facts.layout(name) != facts.layout(
-            "actor.train"
-        ):
-            out.unsupported(
-                f"{facts.where(name)} apart from {facts.where('actor.train')} (log-probs run "
-                "on the policy's workers, in its layout)"
-            )
-    if facts.has("reference.infer") and not facts.entry("reference.infer")[OFFLOAD.label]:
+        out.set("policy.sequence_packing.train_mb_tokens", _bin(facts, "actor.train", out))
+        if passes:
+            out.set("policy.sequence_packing.logprob_mb_tokens", _bin(facts, passes[0], out))
+    sizes = {facts.micro_batch(name) for name in passes}
+    if len(sizes) > 1:
         out.unsupported(
-            f"reference.infer {OFFLOAD.label} false (the reference weights stay on the host "
-            "and are swapped in: setup_reference_model_state in nemo_rl/models/automodel/setup.py "
-            "and megatron_policy_worker.py)"
+            f"{' and '.join(passes)} with micro-batches of {' and '.join(map(str, sorted(sizes)))} "
+            "sequences per GPU (one policy.logprob_batch_size)"
         )
-    if facts.has("actor.infer") and facts.entry("actor.infer")[OFFLOAD.label]:
-        out.unsupported(f"actor.infer {OFFLOAD.label} true (the policy's weights stay on its GPUs)")
+    if tp >= 4 and passes and sizes != {facts.micro_batch("actor.train")}:
+        out.comment(
+            "run with NRL_IGNORE_TP_ACCURACY_CHECK=1 in the environment: with tp 4 or more "
+            "nemo_rl/models/policy/lm_policy.py asserts train_micro_batch_size == "
+            "logprob_batch_size otherwise"
+        )
 
 
-def _reward(facts: PlanFacts, out: Settings) -> bool:
-    """Reward model environment keys; returns whether it has GPUs of its own."""
-    rule = facts.reward_rule
-    if rule is not None:
-        facts.reward_rule_comment(
-            out,
-            "a rule-based environment on Ray CPU workers (env.math here, the math "
-            "environment of examples/configs/grpo_math_1B.yaml; use your task's)",
-        )
-        # env.math.num_workers: nemo_rl/environments/math_environment.py (MathEnvConfig)
-        out.set("env.math.num_workers", rule["workers"])
-        return False
-    if not facts.has("reward.infer"):
-        return False
-    others = [name for name in facts.blocks if name != "reward.infer"]
-    if all(facts.disjoint("reward.infer", name) for name in others):
-        tp, pp, _ = facts.layout("reward.infer")
-        nodes, width = facts.nodes("reward.infer")
-        # env.reward_model.*: examples/configs/grpo_rm_1B.yaml; its GPUs are
-        # subtracted from the policy's in nemo_rl/algorithms/grpo.py (setup)
-        out.set("env.reward_model.resources.num_nodes", nodes)
-        out.set("env.reward_model.resources.gpus_per_node", width)
-        out.set("env.reward_model.batch_size", facts.micro_batch("reward.infer"))
-        out.set("env.reward_model.dtensor_cfg.tensor_parallel_size", tp)
-        out.set(
-            "env.reward_model.dtensor_cfg.cpu_offload",
-            bool(facts.entry("reward.infer")[OFFLOAD.label]),
-        )
-        if pp > 1:
-            out.unsupported(f"reward.infer pp {pp} (the reward model runs under DTensor)")
-        return True
+def _bin(facts: PlanFacts, name: str, out: Settings) -> int:
+    """A packed micro-batch's token budget: never below the longest sequence padded to tp."""
+    tp = facts.layout(name)[0]
+    longest = math.ceil(facts.instance.workload.total_length / tp) * tp
+    if facts.micro_tokens(name) >= longest:
+        return facts.micro_tokens(name)
     out.unsupported(
-        f"{facts.where('reward.infer')} sharing GPUs with other vertices (a reward model "
-        "environment runs on GPUs of its own: env.reward_model.resources; a rule-based "
-        "environment such as math needs no GPU)"
+        f"{name} packed micro-batches of {facts.micro_tokens(name)} tokens: a bin holds the "
+        f"longest sequence, {longest} tokens (nemo_rl/data/packing/algorithms.py), so it is set"
     )
-    return False
+    return longest
 
 
-def _critic(facts: PlanFacts, out: Settings, colocated: bool) -> None:
+def _critic(facts: PlanFacts, out: Settings, bases: list[str]) -> None:
+    """The PPO value model: its backend, micro-batch and packing (examples/configs/ppo_math_1B*)."""
     if not facts.has("critic.train"):
         return
-    _backend(facts, out, "value", "critic.train", colocated)
-    # value.train_micro_batch_size: examples/configs/ppo_math_1B.yaml (values use it too)
+    _backend(facts, out, "value", "critic.train", True)
+    megatron = facts.entry("critic.train")[SHARDING.label] == Sharding.ZERO1
+    if megatron and "ppo_math_1B_megatron.yaml" not in bases:
+        # The Megatron value model's keys of examples/configs/ppo_math_1B_megatron.yaml.
+        out.set("value.reward_model_cfg.enabled", False)
+        out.set("value.optimizer", None)
+        out.set("value.scheduler", None)
+        out.set("value.make_sequence_length_divisible_by", facts.layout("critic.train")[0])
+    # value.train_micro_batch_size serves values and training (its logprob_mb_tokens use it)
     out.set("value.train_micro_batch_size", facts.micro_batch("critic.train"))
-    if facts.instance.engine.sequence_packing:
-        out.set("value.sequence_packing.enabled", True)
-        out.set("value.sequence_packing.train_mb_tokens", facts.micro_tokens("critic.train"))
-    if not facts.same_block("critic.train", "actor.train"):
+    packing = _packs_values(facts)
+    out.set("value.sequence_packing.enabled", packing)
+    if packing:
+        out.set("value.sequence_packing.train_mb_tokens", _bin(facts, "critic.train", out))
+    if facts.has("critic.infer") and facts.micro_batch("critic.infer") != facts.micro_batch(
+        "critic.train"
+    ):
         out.unsupported(
-            f"{facts.where('critic.train')} apart from {facts.where('actor.train')} (the value "
-            "model shares the policy's cluster)"
+            f"critic.infer micro-batch {facts.micro_batch('critic.infer')} per GPU while "
+            f"critic.train {facts.micro_batch('critic.train')} (one value.train_micro_batch_size)"
         )
-    if facts.has("critic.infer"):
-        if facts.micro_batch("critic.infer") != facts.micro_batch("critic.train"):
-            out.unsupported(
-                f"critic.infer micro-batch {facts.micro_batch('critic.infer')} per GPU while "
-                f"critic.train {facts.micro_batch('critic.train')} (the value model has one "
-                "micro-batch size)"
-            )
-        if facts.layout("critic.infer") != facts.layout("critic.train") or not facts.same_block(
-            "critic.infer", "critic.train"
-        ):
-            out.unsupported(
-                f"{facts.where('critic.infer')} apart from {facts.where('critic.train')} "
-                "(values run on the value model's workers)"
-            )
 
 
-def _staleness(facts: PlanFacts, out: Settings, algorithm: str, colocated: bool) -> None:
+def _packs_values(facts: PlanFacts) -> bool:
+    """Whether the value model packs: only under Megatron (nemo_rl/algorithms/ppo.py, setup)."""
+    sharding = facts.entry("critic.train")[SHARDING.label]
+    return facts.instance.engine.sequence_packing and sharding == Sharding.ZERO1
+
+
+def _staleness(facts: PlanFacts, out: Settings, algorithm: str) -> None:
+    if algorithm != "grpo":
+        return
     steps = facts.staleness.get("actor", 0)
-    section = f"{algorithm}.async_{algorithm}"
-    # grpo.async_grpo.* / ppo.async_ppo.*: examples/configs/grpo_math_1B.yaml,
-    # examples/configs/ppo_math_1B.yaml
-    out.set(f"{section}.enabled", steps > 0)
+    # grpo.async_grpo.*: examples/configs/grpo_math_1B.yaml; async_grpo_train asserts
+    # loss_fn.use_importance_sampling_correction (nemo_rl/algorithms/grpo.py)
+    out.set("grpo.async_grpo.enabled", steps > 0)
     if steps > 0:
-        out.set(f"{section}.max_trajectory_age_steps", steps)
-        if colocated:
+        out.set("grpo.async_grpo.max_trajectory_age_steps", steps)
+        out.set("loss_fn.use_importance_sampling_correction", True)
+
+
+def _batch_checks(facts: PlanFacts, out: Settings) -> None:
+    """NeMo RL's divisibility checks of the batch over data-parallel ranks and micro-batches.
+
+    ``shard_by_batch_size`` (nemo_rl/distributed/batched_data_dict.py) asserts
+    the global batch (training) and the step's batch (log-probs, values) are
+    multiples of dp; unpacked, ``make_microbatch_iterator`` asserts each
+    rank's share is a multiple of the micro-batch. The reward model scores
+    unpacked (``Policy.score``, nemo_rl/models/policy/lm_policy.py).
+    """
+    sequences = facts.instance.workload.sequences
+    steps = optimizer_steps(facts.instance)
+    packing = facts.instance.engine.sequence_packing
+    for name in facts.blocks:
+        if name == "actor.generate":
+            continue
+        batch = sequences // steps if name.endswith("train") else sequences
+        packed = _packs_values(facts) if name.startswith("critic") else packing
+        packed = packed and name != "reward.infer"
+        dp = facts.layout(name)[2]
+        if batch % dp:
+            out.unsupported(f"{facts.where(name)}: dp {dp} does not divide a batch of {batch}")
+        elif not packed and (batch // dp) % facts.micro_batch(name):
             out.unsupported(
-                f"actor staleness {steps} with generation colocated (async vLLM generation "
-                "runs on GPUs of its own: nemo_rl/algorithms/grpo.py asserts it)"
+                f"{name}: micro-batches of {facts.micro_batch(name)} do not divide the "
+                f"{batch // dp} sequences of a data-parallel rank"
             )
-    for model, value in sorted(facts.staleness.items()):
-        if model != "actor" and value > 0:
-            out.unsupported(f"{model} staleness {value} (values use the latest value model)")
+
+
+def _command_line(out: Settings, algorithm: str, bases: list[str]) -> None:
+    """How to pass the keys as overrides instead, with ``++`` where the base has no key."""
+    if len(bases) != 1:
+        return
+    keys = [key for kind, key, _ in out.items if kind == "set" and key != "defaults"]
+    beyond = [key for key in keys if key in BEYOND_BASES]
+    line = (
+        f"or as overrides: uv run examples/run_{algorithm}.py --config examples/configs/"
+        f"{bases[0]} key=value ..."
+    )
+    if beyond:
+        line += f"; keys {bases[0]} lacks take ++ (++key=value): {', '.join(beyond)}"
+    out.comment(line)
 
 
 def settings(facts: PlanFacts, plan_name: str) -> Settings:
-    """The plan's NeMo RL keys, in order.
+    """The plan's NeMo RL config, in order (the plan lies inside NeMo RL's rules).
 
     Parameters
     ----------
@@ -296,40 +368,24 @@ def settings(facts: PlanFacts, plan_name: str) -> Settings:
     Returns
     -------
     Settings
-        Dotted keys (rendered as nested YAML) and comment lines.
+        Dotted keys (rendered as nested YAML, ``defaults`` first) and comment lines.
     """
     out = Settings("NeMo RL")
-    algorithm = facts.instance.algorithm
-    base = (
-        SOURCES["ppo"]
-        if algorithm == "ppo"
-        else (
-            SOURCES["megatron"]
-            if facts.entry("actor.train")[SHARDING.label] == Sharding.ZERO1
-            else SOURCES["grpo"]
-        )
-    )
-    facts.header(
-        out,
-        plan_name,
-        f"YAML keys to merge into a NeMo RL config (e.g. {base}); "
-        "or pass each as key=value to examples/run_grpo.py",
-    )
-    if algorithm == "dpo":
-        out.unsupported(
-            "online DPO (NeMo RL's DPO, examples/run_dpo.py, is offline); the keys below use "
-            "the GRPO layout for the plan's placement"
-        )
-        algorithm = "grpo"
-    asynchronous = facts.staleness.get("actor", 0) > 0
+    algorithm = "ppo" if facts.instance.algorithm == "ppo" else "grpo"
+    bases = _bases(facts, algorithm)
+    _header(facts, out, plan_name, algorithm, bases)
+    out.set("defaults", bases[0] if len(bases) == 1 else bases)
     _workload(facts, out, algorithm)
-    colocated = _generation(facts, out, asynchronous)
-    reward_apart = _reward(facts, out)
-    _policy_gpus(facts, out, colocated, reward_apart)
+    _reference(facts, out, algorithm)
+    colocated = _generation(facts, out)
+    _reward(facts, out, algorithm)
+    _policy_gpus(facts, out, colocated)
     _backend(facts, out, "policy", "actor.train", colocated)
     _micro_batches(facts, out)
-    _critic(facts, out, colocated)
-    _staleness(facts, out, algorithm, colocated)
+    _critic(facts, out, bases)
+    _staleness(facts, out, algorithm)
+    _batch_checks(facts, out)
+    _command_line(out, algorithm, bases)
     return out
 
 
