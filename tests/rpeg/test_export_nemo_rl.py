@@ -436,8 +436,9 @@ def test_rules_name_what_nemo_rl_cannot_run():
         }
     }
     lines = _broken(f"{stem}.yaml", f"{stem}.plan.json", apart)
-    assert "rule reference-on-host" in lines[0]
-    assert "rule logprobs-on-policy" in lines[1]
+    assert len(lines) == 2
+    assert any("rule reference-on-host" in line for line in lines)
+    assert any("rule logprobs-on-policy" in line for line in lines)
     problem = Problem.load(str(ROOT / "instances" / "grpo_7b_1x2x8_h100.yaml"))
     document = grpo_async()
     document["vertices"]["reward.infer"]["block"] = _gpus(0, 4, 2)
