@@ -309,8 +309,11 @@ def _outside(problem: Any, plan: Any) -> list[str]:
     except ImportError:
         return []
     problem = problem.for_plan(plan)
+    framework = FRAMEWORKS["verl"]
+    unsupported = framework.unsupported(problem.instance)
     gpus = problem.instance.hardware.num_gpus
-    return plan_problems(FRAMEWORKS["verl"], problem.directory.template, plan, gpus)
+    found = plan_problems(framework, problem.directory.template, plan, gpus)
+    return ([unsupported.line()] if unsupported else []) + found
 
 
 def exported(instance: Path, plan_path: Path) -> tuple[str, list[tuple[str, str]], list[str]]:
@@ -330,22 +333,26 @@ def exported(instance: Path, plan_path: Path) -> tuple[str, list[tuple[str, str]
     return (found.group(1) if found else "ppo_trainer"), pairs, broken
 
 
-def check(document: dict[str, Any], plans: list[tuple[Path, Path]]) -> tuple[int, list[str], int]:
-    """(valid keys, invalid lines, plans refused) over every plan's export."""
-    valid, invalid, refused = 0, [], 0
+def check(document: dict[str, Any], plans: list[tuple[Path, Path]]) -> dict[str, list]:
+    """Valid and invalid keys of every plan's export, apart for plans outside verl's space.
+
+    Returns ``{"inside": [valid count, invalid lines], "outside": [...]}``:
+    ``export-config`` refuses the plans outside; their keys are what
+    ``settings`` would write for them.
+    """
+    counts: dict[str, list] = {"inside": [0, []], "outside": [0, []]}
     for instance, plan in plans:
         config, pairs, broken = exported(instance, plan)
+        group = counts["outside" if broken else "inside"]
         if broken:
-            refused += 1
-            print(f"{plan}: outside verl's plan space ({len(broken)} rules), not exported")
-            continue
+            print(f"{plan}: outside verl's plan space ({len(broken)} rules broken)")
         for key, value in pairs:
             problem = key_problem(document, config, key, value)
             if problem is None:
-                valid += 1
+                group[0] += 1
             else:
-                invalid.append(f"{plan.name}: {problem}")
-    return valid, invalid, refused
+                group[1].append(f"{plan.name}: {problem}")
+    return counts
 
 
 def _plan_pair(plan: str) -> tuple[Path, Path]:
@@ -373,12 +380,15 @@ def main(argv: list[str] | None = None) -> int:
     else:
         document = json.loads(DATA.read_text(encoding="utf-8"))
     plans = published_pairs() + [_plan_pair(plan) for plan in args.plans]
-    valid, invalid, refused = check(document, plans)
-    print(f"verl {VERSION}: {valid} valid, {len(invalid)} invalid keys over {len(plans)} plans")
-    print(f"({refused} plans outside verl's plan space, not exported)")
-    for line in invalid:
-        print(f"  invalid {line}")
-    return 1 if invalid else 0
+    counts = check(document, plans)
+    failed = False
+    for group, (valid, invalid) in counts.items():
+        where = f"plans {group} verl's plan space"
+        print(f"verl {VERSION}, {where}: {valid} valid, {len(invalid)} invalid")
+        for line in invalid:
+            print(f"  invalid {line}")
+        failed = failed or (group == "inside" and bool(invalid))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
