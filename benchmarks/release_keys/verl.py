@@ -351,7 +351,8 @@ def check(document: dict[str, Any], plans: list[tuple[Path, Path]]) -> dict[str,
             if problem is None:
                 group[0] += 1
             else:
-                group[1].append(f"{plan.name}: {problem}")
+                name = plan.name if plan.name != "plan.json" else f"{plan.parent.name}/{plan.name}"
+                group[1].append(f"{name}: {problem}")
     return counts
 
 
