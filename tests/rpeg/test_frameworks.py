@@ -154,56 +154,6 @@ def test_published_nemo_rollout_memory_is_computed_by_hand(nemo):
     assert settings.value("actor_rollout_ref.rollout.max_num_seqs") == 1024
 
 
-def test_published_nemo_plan_as_verl(nemo):
-    """Megatron (ZeRO-1), rollout tp 1, 0.6, micro-batches 4 / 8, recompute, offload."""
-    lines = _lines(*nemo, "verl")
-    expected = [
-        "# Hydra overrides: python3 -m verl.trainer.main_ppo "
-        "--config-name=ppo_megatron_trainer followed by the key=value lines below",
-        "algorithm.adv_estimator=grpo",
-        "data.train_batch_size=64",
-        "actor_rollout_ref.rollout.n=32",
-        "trainer.nnodes=2",
-        "trainer.n_gpus_per_node=8",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
-        "actor_rollout_ref.rollout.gpu_memory_utilization=0.6",
-        "actor_rollout_ref.rollout.max_num_seqs=1024",
-        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=1",
-        "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2",
-        "actor_rollout_ref.actor.megatron.use_distributed_optimizer=true",
-        "actor_rollout_ref.actor.megatron.param_offload=true",
-        "actor_rollout_ref.actor.megatron.grad_offload=true",
-        "actor_rollout_ref.actor.megatron.optimizer_offload=true",
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
-        "actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity=full",
-        "actor_rollout_ref.actor.megatron.override_transformer_config.recompute_method=uniform",
-        "actor_rollout_ref.actor.megatron.override_transformer_config.recompute_num_layers=1",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
-        "actor_rollout_ref.ref.megatron.pipeline_model_parallel_size=2",
-        "actor_rollout_ref.ref.megatron.param_offload=true",
-        # The published run's reward is a rule: no reward model, a scoring function.
-        "# reward.rule: a rule-based reward (no model, no GPU) on 8 CPU workers, 0.02 s per "
-        "sample, 5.12 s per step between actor.generate and actor.train; verl scores it with a "
-        "function (custom_reward_function.path and .name, verl/trainer/config/ppo_trainer.yaml; "
-        "default verl.utils.reward_score)",
-        "reward_model.enable=false",
-        "# not expressible in verl: 8 reward workers (the naive and dapo reward managers score "
-        "the batch in one loop in the driver: verl/workers/reward_manager/naive.py; the prime "
-        "manager runs a process pool of its own size, prime.py)",
-        "# not expressible in verl: actor.infer offload false while actor.train offload true "
-        "(one set of offload flags for the actor)",
-    ]
-    for line in expected:
-        assert line in lines
-    assert lines.index(expected[4]) < lines.index(expected[6])  # kept in order
-    assert not any("staleness" in line for line in lines)  # on-policy: nothing to say
-    assert not any(line.startswith("reward_model.enable_resource_pool") for line in lines)
-    assert not any(line.startswith("reward_model.micro_batch_size_per_gpu") for line in lines)
-    for line in lines:
-        assert line.startswith("# ") or ("=" in line and " " not in line)
-
-
 def test_published_nemo_plan_as_openrlhf(nemo):
     """16 engines of tp 1, everything colocated, ZeRO-1, pp 2 written as inexpressible."""
     lines = _lines(*nemo, "openrlhf")
@@ -242,38 +192,12 @@ def test_published_nemo_plan_as_openrlhf(nemo):
 
 
 def test_zero3_optimum_with_staleness_1(tmp_path):
-    """tiny_dpo_2gpu_v2's optimum: FSDP in verl, ZeRO-3 in OpenRLHF, with the training
-    states offloaded.
+    """tiny_dpo_2gpu_v2's optimum: ZeRO-3 in OpenRLHF, with the training states offloaded.
 
-    Staleness 1 is inexpressible in verl's synchronous trainer and is async with a
-    queue of 1 in OpenRLHF; online DPO is inexpressible in both, and so are
-    log-prob passes on a GPU of their own (NeMo RL: tests/rpeg/test_export_nemo_rl.py).
+    Staleness 1 is async with a queue of 1 in OpenRLHF; online DPO is inexpressible
+    there (verl: tests/rpeg/test_export_verl.py; NeMo RL: tests/rpeg/test_export_nemo_rl.py).
     """
     problem, plan = _hand("tiny_dpo_2gpu_v2", DPO_V2_OPTIMUM)
-    verl = _lines(problem, plan, "verl")
-    for line in (
-        "# Hydra overrides: python3 -m verl.trainer.main_ppo --config-name=ppo_trainer "
-        "followed by the key=value lines below",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
-        "actor_rollout_ref.rollout.gpu_memory_utilization=0.2",
-        "actor_rollout_ref.rollout.max_num_seqs=32",
-        "actor_rollout_ref.actor.strategy=fsdp",
-        "actor_rollout_ref.actor.fsdp_config.param_offload=true",
-        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true",
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
-        "actor_rollout_ref.model.enable_gradient_checkpointing=true",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
-        "actor_rollout_ref.ref.fsdp_config.param_offload=true",
-        "# not expressible in verl: reference.infer on GPU 1 (tp 1, pp 1, dp 1) apart from "
-        "actor.train on GPUs 0-1 (tp 1, pp 1, dp 2) (verl.trainer.main_ppo runs the rollout, "
-        "actor, reference and critic on one resource pool, each on all of its GPUs)",
-        "# not expressible in verl: actor staleness 1 (verl.trainer.main_ppo is synchronous, "
-        "staleness 0; verl/experimental/one_step_off_policy runs a one-step off-policy "
-        "rollout on GPUs of its own)",
-    ):
-        assert line in verl
-    assert verl[3].startswith("# not expressible in verl: online DPO")
     openrlhf = _lines(problem, plan, "openrlhf")
     for line in (
         "--vllm.num_engines 1",
@@ -294,16 +218,8 @@ def test_zero3_optimum_with_staleness_1(tmp_path):
 
 
 def test_rollout_apart_from_training():
-    """tiny_grpo_4gpu, rollout on GPUs 0-1: one pool in verl, own GPUs in OpenRLHF."""
+    """tiny_grpo_4gpu, rollout on GPUs 0-1: own GPUs in OpenRLHF."""
     problem, plan = _hand("tiny_grpo_4gpu", GRPO_APART)
-    verl = _lines(problem, plan, "verl")
-    assert (
-        "# not expressible in verl: actor.generate on GPUs 0-1 (tp 2, pp 1, dp 1) apart from "
-        "actor.train on GPUs 2-3 (tp 1, pp 1, dp 2) (verl.trainer.main_ppo runs the rollout, "
-        "actor, reference and critic on one resource pool, each on all of its GPUs)"
-    ) in verl
-    assert "trainer.n_gpus_per_node=2" in verl
-    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16" in verl
     openrlhf = _lines(problem, plan, "openrlhf")
     assert "--train.colocate_all" not in openrlhf
     for line in (
@@ -343,7 +259,9 @@ def test_infeasible_plans_are_exported_with_a_warning():
     trace = problem.simulator.simulate(plan)
     assert not trace.feasible
     for framework in FRAMEWORKS:
-        lines = _lines(problem, plan, framework)
+        # The settings themselves: the plan breaks rules an export would refuse first.
+        settings = framework_settings(problem, plan, framework, "plan.json")
+        lines = FRAMEWORKS[framework].render(settings).splitlines()
         assert (
             f"# warning: this plan overflows GPU memory by {trace.violation_bytes / 1e9:.2f} GB "
             "in simulation"
@@ -382,6 +300,8 @@ def test_cli_finds_the_instance_a_solve_recorded(cli, tmp_path):
         ROOT / "instances" / "tiny_grpo_2gpu.yaml",
         "--solver",
         "greedy",
+        "--framework",
+        "nemo-rl",
         "--out",
         run,
         "--quiet",

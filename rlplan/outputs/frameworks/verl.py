@@ -1,338 +1,192 @@
-"""A plan as verl settings: Hydra overrides for ``python3 -m verl.trainer.main_ppo``.
+"""A plan as verl 0.9.1 settings: Hydra overrides for ``python3 -m verl.trainer.main_ppo``.
 
-Key names were checked against volcengine/verl at commit b178a3cd (2026-01-29);
-every key cites the file that defines it (paths in that repository).
+Every key is a key of verl 0.9.1 (PyPI ``verl==0.9.1``, the release
+:mod:`rlplan.rpeg.model.frameworks.verl` reads its rules from), checked with
+its value type against the wheel's ``verl/trainer/config/_generated_ppo_trainer.yaml``
+and ``_generated_ppo_megatron_trainer.yaml`` (``tests/data/releases/verl.json``,
+written by ``benchmarks/release_keys/verl.py``); paths below are files of
+that release. Plans reaching :func:`settings` lie in verl's plan space.
 
 How the plan maps onto verl:
 
-* the training backend follows ``actor.train``'s sharding: ZeRO-1 is
-  Megatron with the distributed optimizer (``--config-name=ppo_megatron_trainer``,
-  tp and pp per role), ZeRO-3 is FSDP (``ppo_trainer``, data parallel only);
-* ``verl.trainer.main_ppo`` puts the rollout, actor, reference and critic on
-  one resource pool (``global_pool``, every GPU of ``trainer.nnodes`` x
-  ``trainer.n_gpus_per_node``; verl/trainer/main_ppo.py), run one after the
-  other; only the reward model may have a pool of its own
-  (``reward_model.enable_resource_pool``);
-* old log-probs (``actor.infer``) run on the actor's workers, with the
-  actor's layout and offload flags;
-* the trainer is synchronous: a staleness above 0 is not expressible there.
+* the backend: FSDP (``--config-name=ppo_trainer``) when every trained model
+  is ZeRO-3 and the actor, critic and reference run with tp = pp = 1; else
+  Megatron (``ppo_megatron_trainer``) for all of them, tp and pp per role,
+  ZeRO-1 as the distributed optimizer and ZeRO-3 as Megatron-FSDP
+  (``use_megatron_fsdp``, verl/workers/config/engine.py McoreEngineConfig);
+* the V1 trainer's mode (``trainer.v1.trainer_mode``,
+  verl/trainer/ppo/v1/): ``sync`` for an on-policy plan with the rollout on
+  the actor's GPUs, ``colocate_async`` for actor staleness s >= 1 there,
+  ``separate_async`` when the rollout has GPUs of its own
+  (``actor_rollout_ref.hybrid_engine=false``, the standalone pool
+  ``actor_rollout_ref.rollout.nnodes`` x ``n_gpus_per_node``); an async
+  mode prefetches s batches (``num_warmup_batches``) and bounds the age of a
+  sample to s steps (``trainer.v1.sampler.max_off_policy_threshold`` s + 1
+  model versions, strategy ``wait``: verl/trainer/ppo/v1/replay_buffer.py);
+* one optimizer step per RL step, as the cost model times one gradient
+  synchronisation per train run (docs/cost-model.md, train time):
+  ``ppo_mini_batch_size`` = ``data.train_batch_size``, ``ppo_epochs`` 1;
+* the reference exists when ``engine.reference_model`` is true: verl builds
+  it when ``actor.use_kl_loss`` or ``algorithm.use_kl_in_reward`` is set
+  (verl/trainer/ppo/utils.py need_reference_policy);
+* a rule reward is a scoring function run by ``reward.num_workers`` reward
+  loop workers (verl/experimental/reward_loop/reward_loop.py), no model.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rlplan.outputs.frameworks.common import OFFLOAD, RECOMPUTE, SHARDING, PlanFacts, Settings
-from rlplan.rpeg.strategy import Recompute, Sharding
+from rlplan.outputs.frameworks.common import SHARDING, PlanFacts, Settings
+from rlplan.outputs.frameworks.verl_roles import (
+    actor_keys,
+    critic_keys,
+    reference_keys,
+    reward_keys,
+    rollout_keys,
+)
+from rlplan.rpeg.model.frameworks.verl import RELEASE
+from rlplan.rpeg.strategy import Sharding
 
 FRAMEWORK = "verl"
 
-#: Where the keys are defined (volcengine/verl). The resolved defaults of every
-#: key below are in verl/trainer/config/_generated_ppo_trainer.yaml (FSDP) and
-#: verl/trainer/config/_generated_ppo_megatron_trainer.yaml (Megatron).
-SOURCES = {
-    "data": "verl/trainer/config/data/legacy_data.yaml",
-    "algorithm": "verl/trainer/config/ppo_trainer.yaml",
-    "trainer": "verl/trainer/config/ppo_trainer.yaml",
-    "pools": "verl/trainer/main_ppo.py",
-    "rollout": "verl/trainer/config/rollout/rollout.yaml",
-    "actor": "verl/trainer/config/actor/actor.yaml",
-    "model": "verl/trainer/config/model/hf_model.yaml",
-    "fsdp": "verl/trainer/config/engine/fsdp.yaml",
-    "megatron": "verl/trainer/config/engine/megatron.yaml",
-    "ref": "verl/trainer/config/ref/ref.yaml",
-    "megatron_ref": "verl/trainer/config/ref/megatron_ref.yaml",
-    "critic": "verl/trainer/config/critic/critic.yaml",
-    "dp_critic": "verl/trainer/config/critic/dp_critic.yaml",
-    "reward_model": "verl/trainer/config/reward_model/reward_model.yaml",
-    "dp_reward_model": "verl/trainer/config/reward_model/dp_reward_model.yaml",
-    "megatron_reward_model": "verl/trainer/config/reward_model/megatron_reward_model.yaml",
-}
+#: Optimizer steps per RL step: the cost model times one gradient
+#: synchronisation per train run (docs/cost-model.md, train time).
+OPTIMIZER_STEPS = 1
+
+#: Trained or scored roles whose engine the backend choice covers.
+_ENGINE_VERTICES = ("actor.train", "critic.train", "reference.infer")
 
 
 def _bool(value: bool) -> str:
     return "true" if value else "false"
 
 
-def _workload(facts: PlanFacts, out: Settings) -> None:
+def megatron(facts: PlanFacts) -> bool:
+    """Whether the plan needs verl's Megatron backend (ZeRO-1, or tp or pp above 1)."""
+    for name in _ENGINE_VERTICES:
+        if not facts.has(name):
+            continue
+        tp, pp, _ = facts.layout(name)
+        entry = facts.entry(name)
+        if tp * pp > 1 or entry.get(SHARDING.label, Sharding.ZERO3) == Sharding.ZERO1:
+            return True
+    return False
+
+
+def trainer_mode(facts: PlanFacts) -> str:
+    """``sync``, ``colocate_async`` or ``separate_async`` (verl/trainer/ppo/v1/)."""
+    if facts.disjoint("actor.generate", "actor.train"):
+        return "separate_async"
+    return "colocate_async" if facts.staleness.get("actor", 0) > 0 else "sync"
+
+
+def _header(facts: PlanFacts, out: Settings, config: str, plan_name: str) -> None:
+    """The header, the command, and what the user must still add."""
+    facts.header(
+        out,
+        plan_name,
+        f"Hydra overrides for verl {RELEASE} (pip install verl=={RELEASE}): "
+        f"python3 -m verl.trainer.main_ppo --config-name={config} "
+        "followed by the key=value lines below",
+    )
+    out.comment(
+        f"keys and value types checked against verl {RELEASE}'s "
+        f"verl/trainer/config/_generated_{config}.yaml (tests/data/releases/verl.json)"
+    )
+    hardware = facts.instance.hardware
+    out.comment(
+        f"Ray cluster: {hardware.racks * hardware.nodes_per_rack} nodes x "
+        f"{hardware.gpus_per_node} GPUs (the instance's); the pools below take what the plan uses"
+    )
+    out.comment("add before running (paths the plan does not know):")
+    out.comment("  actor_rollout_ref.model.path=<Hugging Face model id or local path>")
+    if facts.has("critic.train"):
+        out.comment("  critic.model.path=<the critic's initial model>")
+    out.comment("  data.train_files=<train parquet> data.val_files=<validation parquet>")
+    workload = facts.instance.workload
+    out.comment(
+        "  data.max_prompt_length=<your longest prompt, in tokens>: the plan assumes "
+        f"{workload.context_length}-token prompts (workload.context_length); verl's "
+        "default 512 with data.truncation=error stops at a longer one"
+    )
+
+
+def _algorithm(facts: PlanFacts, out: Settings) -> None:
+    """adv_estimator, KL (the reference) and the old log-probs' source."""
     instance = facts.instance
-    workload = instance.workload
-    if instance.algorithm == "dpo":
-        out.unsupported(
-            "online DPO (verl.trainer.main_ppo trains PPO-family algorithms; the "
-            "settings below describe the plan's placement only)"
-        )
-    else:
-        # algorithm.adv_estimator: verl/trainer/config/ppo_trainer.yaml
-        out.set("algorithm.adv_estimator", "grpo" if instance.algorithm == "grpo" else "gae")
-    # data.*: verl/trainer/config/data/legacy_data.yaml
+    # algorithm.*: verl/trainer/config/ppo_trainer.yaml; GRPO's KL is a loss term
+    # (actor.use_kl_loss: verl/trainer/config/actor/actor.yaml), PPO's a reward penalty.
+    grpo = instance.algorithm == "grpo"
+    out.set("algorithm.adv_estimator", "grpo" if grpo else "gae")
+    reference = facts.has("reference.infer")
+    out.set("actor_rollout_ref.actor.use_kl_loss", _bool(reference and grpo))
+    out.set("algorithm.use_kl_in_reward", _bool(reference and not grpo))
+    if not reference:
+        out.comment("no reference model (engine.reference_model false): no KL term, no ref worker")
+    if not facts.has("actor.infer"):
+        # bypass_mode: old log-probs are the rollout's (verl/trainer/config/algorithm.py
+        # RolloutCorrectionConfig; PPOTrainer._compute_old_log_prob).
+        out.set("algorithm.rollout_correction.bypass_mode", "true")
+
+
+def _batches(facts: PlanFacts, out: Settings) -> None:
+    """Prompts, samples, the mini-batch of one optimizer step, and the lengths."""
+    workload = facts.instance.workload
+    # data.*: verl/trainer/config/data/legacy_data.yaml; rollout.n: rollout/rollout.yaml
     out.set("data.train_batch_size", workload.batch_size)
-    out.set("data.max_prompt_length", workload.context_length)
-    out.set("data.max_response_length", workload.generation_length)
-    # actor_rollout_ref.rollout.n: verl/trainer/config/rollout/rollout.yaml
     out.set("actor_rollout_ref.rollout.n", workload.samples_per_prompt)
-    # actor_rollout_ref.model.use_remove_padding: verl/trainer/config/model/hf_model.yaml
-    out.set("actor_rollout_ref.model.use_remove_padding", _bool(instance.engine.sequence_packing))
+    out.set("data.max_response_length", workload.generation_length)
+    out.comment(
+        f"{OPTIMIZER_STEPS} optimizer step per RL step (the plan times one gradient "
+        "synchronisation per train run): mini-batch = all prompts, one epoch"
+    )
+    # ppo_mini_batch_size (prompts; verl multiplies it by rollout.n), ppo_epochs:
+    # verl/trainer/config/actor/actor.yaml, critic/critic.yaml
+    out.set("actor_rollout_ref.actor.ppo_mini_batch_size", workload.batch_size)
+    out.set("actor_rollout_ref.actor.ppo_epochs", 1)
+    if facts.has("critic.train"):
+        out.set("critic.ppo_mini_batch_size", workload.batch_size)
+        out.set("critic.ppo_epochs", 1)
+    # use_remove_padding: verl/trainer/config/model/hf_model.yaml
+    packing = _bool(facts.instance.engine.sequence_packing)
+    out.set("actor_rollout_ref.model.use_remove_padding", packing)
+    if facts.has("critic.train"):
+        out.set("critic.model.use_remove_padding", packing)
 
 
-def _pools(facts: PlanFacts, out: Settings, main: str) -> None:
-    """trainer.nnodes / n_gpus_per_node from the main pool; the reward model's own pool."""
-    nodes, width = facts.nodes(main)
-    # trainer.nnodes, trainer.n_gpus_per_node: verl/trainer/config/ppo_trainer.yaml;
-    # the global pool is [n_gpus_per_node] * nnodes (verl/trainer/main_ppo.py).
+def _pools(facts: PlanFacts, out: Settings, mode: str) -> None:
+    """The global pool (actor.train's block), the trainer mode and its async keys."""
+    nodes, width = facts.nodes("actor.train")
+    # trainer.*: verl/trainer/config/ppo_trainer.yaml; the global pool is
+    # [n_gpus_per_node] * nnodes (verl/trainer/ppo/v1/trainer_base.py _init_resource_pool_mgr)
     out.set("trainer.nnodes", nodes)
     out.set("trainer.n_gpus_per_node", width)
-    pooled = [
-        name
-        for name in (
-            "actor.generate",
-            "actor.infer",
-            "reference.infer",
-            "critic.infer",
-            "critic.train",
-        )
-        if facts.has(name)
-    ]
-    for name in pooled:
-        if not facts.same_block(name, main):
-            out.unsupported(
-                f"{facts.where(name)} apart from {facts.where(main)} "
-                "(verl.trainer.main_ppo runs the rollout, actor, reference and critic on one "
-                "resource pool, each on all of its GPUs)"
-            )
-    if not facts.has("reward.infer"):
+    out.set("trainer.use_v1", "true")
+    out.set("trainer.v1.trainer_mode", mode)
+    steps = facts.staleness.get("actor", 0)
+    if mode == "sync":
         return
-    if facts.disjoint("reward.infer", main):
-        reward_nodes, reward_width = facts.nodes("reward.infer")
-        # reward_model.enable_resource_pool, n_gpus_per_node, nnodes:
-        # verl/trainer/config/reward_model/reward_model.yaml (the pool: verl/trainer/main_ppo.py)
-        out.set("reward_model.enable_resource_pool", "true")
-        out.set("reward_model.nnodes", reward_nodes)
-        out.set("reward_model.n_gpus_per_node", reward_width)
-    elif not facts.same_block("reward.infer", main):
-        out.unsupported(
-            f"{facts.where('reward.infer')} partly shared with {facts.where(main)} (the "
-            "reward model runs on the global pool or on a pool of its own)"
+    out.set(f"trainer.v1.{mode}.num_warmup_batches", steps)
+    # max_off_policy_threshold counts model versions a sample spans (staleness + 1);
+    # wait: training waits for older samples instead of dropping them (replay_buffer.py).
+    out.set("trainer.v1.sampler.max_off_policy_threshold", steps + 1)
+    out.set("trainer.v1.sampler.max_off_policy_strategy", "wait")
+    if mode == "colocate_async":
+        out.comment(
+            "colocate_async aborts unfinished requests when a batch is complete and resumes "
+            "them on the next weights (partial rollout); the plan finishes every sequence"
         )
-
-
-def _rollout(facts: PlanFacts, out: Settings) -> None:
-    tp, pp, _ = facts.layout("actor.generate")
-    entry = facts.entry("actor.generate")
-    # actor_rollout_ref.rollout.*: verl/trainer/config/rollout/rollout.yaml
-    out.set("actor_rollout_ref.rollout.name", "vllm")
-    out.set("actor_rollout_ref.rollout.tensor_model_parallel_size", tp)
-    if pp > 1:
-        out.set("actor_rollout_ref.rollout.pipeline_model_parallel_size", pp)
-    out.set("actor_rollout_ref.rollout.gpu_memory_utilization", facts.utilization("actor.generate"))
-    out.set("actor_rollout_ref.rollout.max_num_seqs", entry["max_num_seqs"])
-
-
-def _layout_keys(
-    facts: PlanFacts, out: Settings, name: str, prefix: str | None, megatron: bool
-) -> None:
-    """tp/pp keys under ``prefix`` (Megatron), or a comment when FSDP cannot hold them."""
-    tp, pp, _ = facts.layout(name)
-    if megatron and prefix is not None:
-        out.set(f"{prefix}.tensor_model_parallel_size", tp)
-        out.set(f"{prefix}.pipeline_model_parallel_size", pp)
-    elif (tp, pp) != (1, 1):
-        out.unsupported(
-            f"tp {tp} pp {pp} of {name} (verl's FSDP workers are data parallel only; "
-            "they shard over all GPUs of the pool)"
-        )
-
-
-def _recompute(out: Settings, megatron: bool, prefix: str, flag_key: str, full: bool) -> None:
-    if megatron:
-        # override_transformer_config.recompute_*: verl/trainer/config/engine/megatron.yaml
-        base = f"{prefix}.override_transformer_config"
-        if full:
-            out.set(f"{base}.recompute_granularity", "full")
-            out.set(f"{base}.recompute_method", "uniform")
-            out.set(f"{base}.recompute_num_layers", 1)
-        else:
-            out.set(f"{base}.recompute_granularity", "null")
-    else:
-        out.set(flag_key, _bool(full))
-
-
-def _actor(facts: PlanFacts, out: Settings, megatron: bool) -> None:
-    entry = facts.entry("actor.train")
-    offload = bool(entry[OFFLOAD.label])
-    if megatron:
-        prefix = "actor_rollout_ref.actor.megatron"
-        # tp/pp, use_distributed_optimizer, *_offload: verl/trainer/config/engine/megatron.yaml
-        _layout_keys(facts, out, "actor.train", prefix, True)
-        out.set(f"{prefix}.use_distributed_optimizer", "true")
-        out.set(f"{prefix}.param_offload", _bool(offload))
-        out.set(f"{prefix}.grad_offload", _bool(offload))
-        out.set(f"{prefix}.optimizer_offload", _bool(offload))
-    else:
-        # actor_rollout_ref.actor.strategy: verl/trainer/config/actor/actor.yaml
-        out.set("actor_rollout_ref.actor.strategy", "fsdp")
-        _layout_keys(facts, out, "actor.train", None, False)
-        # fsdp_config.param_offload / optimizer_offload: verl/trainer/config/engine/fsdp.yaml
-        out.set("actor_rollout_ref.actor.fsdp_config.param_offload", _bool(offload))
-        out.set("actor_rollout_ref.actor.fsdp_config.optimizer_offload", _bool(offload))
-    # ppo_micro_batch_size_per_gpu: verl/trainer/config/actor/actor.yaml
-    out.set(
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", facts.micro_batch("actor.train")
-    )
-    # enable_gradient_checkpointing: verl/trainer/config/model/hf_model.yaml
-    _recompute(
-        out,
-        megatron,
-        "actor_rollout_ref.actor.megatron",
-        "actor_rollout_ref.model.enable_gradient_checkpointing",
-        entry[RECOMPUTE.label] == Recompute.FULL,
-    )
-    if facts.has("actor.infer"):
-        # log_prob_micro_batch_size_per_gpu (old log-probs on the actor's workers):
-        # verl/trainer/config/rollout/rollout.yaml
-        out.set(
-            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-            facts.micro_batch("actor.infer"),
-        )
-        if facts.layout("actor.infer") != facts.layout("actor.train"):
-            out.unsupported(
-                f"{facts.where('actor.infer')} in another layout than {facts.where('actor.train')} "
-                "(old log-probs run on the actor's workers)"
-            )
-        if facts.entry("actor.infer")[OFFLOAD.label] != offload:
-            out.unsupported(
-                f"actor.infer {OFFLOAD.label} {_bool(facts.entry('actor.infer')[OFFLOAD.label])} "
-                f"while actor.train {OFFLOAD.label} {_bool(offload)} "
-                f"(one set of {OFFLOAD.label} flags for the actor)"
-            )
-
-
-def _reference(facts: PlanFacts, out: Settings, megatron: bool) -> None:
-    if not facts.has("reference.infer"):
         return
-    offload = bool(facts.entry("reference.infer")[OFFLOAD.label])
-    # log_prob_micro_batch_size_per_gpu: verl/trainer/config/ref/ref.yaml
-    out.set(
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
-        facts.micro_batch("reference.infer"),
-    )
-    if megatron:
-        # megatron tp/pp/param_offload: verl/trainer/config/ref/megatron_ref.yaml
-        _layout_keys(facts, out, "reference.infer", "actor_rollout_ref.ref.megatron", True)
-        out.set("actor_rollout_ref.ref.megatron.param_offload", _bool(offload))
-    else:
-        _layout_keys(facts, out, "reference.infer", None, False)
-        # fsdp_config.param_offload: verl/trainer/config/engine/fsdp.yaml (ref.fsdp_config)
-        out.set("actor_rollout_ref.ref.fsdp_config.param_offload", _bool(offload))
-
-
-def _rule_reward(facts: PlanFacts, out: Settings) -> None:
-    """A rule reward: no reward model, a scoring function in the driver."""
-    rule = facts.reward_rule
-    assert rule is not None
-    facts.reward_rule_comment(
-        out,
-        "verl scores it with a function (custom_reward_function.path and .name, "
-        "verl/trainer/config/ppo_trainer.yaml; default verl.utils.reward_score)",
-    )
-    # reward_model.enable: verl/trainer/config/reward_model/reward_model.yaml
-    out.set("reward_model.enable", "false")
-    if rule["workers"] > 1:
-        out.unsupported(
-            f"{rule['workers']} reward workers (the naive and dapo reward managers score the "
-            "batch in one loop in the driver: verl/workers/reward_manager/naive.py; the prime "
-            "manager runs a process pool of its own size, prime.py)"
-        )
-
-
-def _reward(facts: PlanFacts, out: Settings, megatron: bool) -> None:
-    if facts.reward_rule is not None:
-        _rule_reward(facts, out)
-        return
-    if not facts.has("reward.infer"):
-        return
-    offload = bool(facts.entry("reward.infer")[OFFLOAD.label])
-    # reward_model.enable, micro_batch_size_per_gpu:
-    # verl/trainer/config/reward_model/reward_model.yaml
-    out.comment(
-        "reward.infer as a model-based reward (drop the reward_model.* keys for a "
-        "rule-based reward function)"
-    )
-    out.set("reward_model.enable", "true")
-    out.set("reward_model.micro_batch_size_per_gpu", facts.micro_batch("reward.infer"))
-    if megatron:
-        # verl/trainer/config/reward_model/megatron_reward_model.yaml
-        _layout_keys(facts, out, "reward.infer", "reward_model.megatron", True)
-        out.set("reward_model.megatron.param_offload", _bool(offload))
-    else:
-        _layout_keys(facts, out, "reward.infer", None, False)
-        # verl/trainer/config/reward_model/dp_reward_model.yaml
-        out.set("reward_model.model.fsdp_config.param_offload", _bool(offload))
-
-
-def _critic(facts: PlanFacts, out: Settings, megatron: bool) -> None:
-    if not facts.has("critic.train"):
-        return
-    entry = facts.entry("critic.train")
-    offload = bool(entry[OFFLOAD.label])
-    if entry[SHARDING.label] != facts.entry("actor.train")[SHARDING.label]:
-        out.unsupported(
-            f"critic.train {entry[SHARDING.label]} while actor.train "
-            f"{facts.entry('actor.train')[SHARDING.label]} (one backend for actor and critic; "
-            f"the critic follows the actor's here)"
-        )
-    # critic.ppo_micro_batch_size_per_gpu: verl/trainer/config/critic/critic.yaml
-    out.set("critic.ppo_micro_batch_size_per_gpu", facts.micro_batch("critic.train"))
-    full = entry[RECOMPUTE.label] == Recompute.FULL
-    if megatron:
-        # critic.megatron.*: verl/trainer/config/engine/megatron.yaml
-        _layout_keys(facts, out, "critic.train", "critic.megatron", True)
-        out.set("critic.megatron.use_distributed_optimizer", "true")
-        out.set("critic.megatron.param_offload", _bool(offload))
-        out.set("critic.megatron.grad_offload", _bool(offload))
-        out.set("critic.megatron.optimizer_offload", _bool(offload))
-        _recompute(out, True, "critic.megatron", "", full)
-    else:
-        _layout_keys(facts, out, "critic.train", None, False)
-        # critic.model.fsdp_config.*, enable_gradient_checkpointing:
-        # verl/trainer/config/critic/dp_critic.yaml
-        out.set("critic.model.fsdp_config.param_offload", _bool(offload))
-        out.set("critic.model.fsdp_config.optimizer_offload", _bool(offload))
-        out.set("critic.model.enable_gradient_checkpointing", _bool(full))
-    if not facts.has("critic.infer"):
-        return
-    if megatron:
-        if facts.micro_batch("critic.infer") != facts.micro_batch("critic.train"):
-            out.unsupported(
-                f"critic.infer micro-batch {facts.micro_batch('critic.infer')} per GPU apart "
-                f"from critic.train's {facts.micro_batch('critic.train')} (the Megatron critic "
-                "has one micro-batch size)"
-            )
-    else:
-        # critic.forward_micro_batch_size_per_gpu: verl/trainer/config/critic/dp_critic.yaml
-        out.set("critic.forward_micro_batch_size_per_gpu", facts.micro_batch("critic.infer"))
-    if facts.layout("critic.infer") != facts.layout("critic.train"):
-        out.unsupported(
-            f"{facts.where('critic.infer')} in another layout than {facts.where('critic.train')} "
-            "(values are computed on the critic's workers)"
-        )
-    if facts.entry("critic.infer")[OFFLOAD.label] != offload:
-        out.unsupported(
-            f"critic.infer {OFFLOAD.label} {_bool(facts.entry('critic.infer')[OFFLOAD.label])} "
-            f"while critic.train {OFFLOAD.label} {_bool(offload)} "
-            f"(one set of {OFFLOAD.label} flags for the critic)"
-        )
-
-
-def _staleness(facts: PlanFacts, out: Settings) -> None:
-    for model, steps in sorted(facts.staleness.items()):
-        if steps == 0:
-            continue
-        out.unsupported(
-            f"{model} staleness {steps} (verl.trainer.main_ppo is synchronous, staleness 0; "
-            "verl/experimental/one_step_off_policy runs a one-step off-policy rollout on "
-            "GPUs of its own)"
-        )
+    rollout_nodes, rollout_width = facts.nodes("actor.generate")
+    # verl/trainer/ppo/v1/trainer_separate_async.py asserts train_batch_size ==
+    # parameter_sync_step * ppo_mini_batch_size, rollout.nnodes > 0 and a checkpoint
+    # engine other than naive; hybrid_engine false keeps the rollout off the global pool.
+    out.set("actor_rollout_ref.hybrid_engine", "false")
+    out.set("trainer.v1.separate_async.parameter_sync_step", OPTIMIZER_STEPS)
+    out.set("actor_rollout_ref.rollout.nnodes", rollout_nodes)
+    out.set("actor_rollout_ref.rollout.n_gpus_per_node", rollout_width)
+    out.set("actor_rollout_ref.rollout.checkpoint_engine.backend", "nccl")
 
 
 def settings(facts: PlanFacts, plan_name: str) -> Settings:
@@ -341,7 +195,7 @@ def settings(facts: PlanFacts, plan_name: str) -> Settings:
     Parameters
     ----------
     facts
-        The plan and its instance.
+        The plan and its instance (a plan inside verl's plan space).
     plan_name
         How the header names the plan (its file name).
 
@@ -350,30 +204,19 @@ def settings(facts: PlanFacts, plan_name: str) -> Settings:
     Settings
         Hydra overrides and comment lines.
     """
-    out = Settings("verl")
-    megatron = facts.entry("actor.train")[SHARDING.label] == Sharding.ZERO1
-    config = "ppo_megatron_trainer" if megatron else "ppo_trainer"
-    facts.header(
-        out,
-        plan_name,
-        f"Hydra overrides: python3 -m verl.trainer.main_ppo --config-name={config} "
-        "followed by the key=value lines below",
-    )
-    if not megatron:
-        out.comment("actor.train ZeRO-3: FSDP full shard (verl/trainer/config/engine/fsdp.yaml)")
-    else:
-        out.comment(
-            "actor.train ZeRO-1: Megatron with the distributed optimizer "
-            "(verl/trainer/config/engine/megatron.yaml)"
-        )
-    _workload(facts, out)
-    _pools(facts, out, "actor.train")
-    _rollout(facts, out)
-    _actor(facts, out, megatron)
-    _reference(facts, out, megatron)
-    _reward(facts, out, megatron)
-    _critic(facts, out, megatron)
-    _staleness(facts, out)
+    out = Settings(f"verl {RELEASE}")
+    use_megatron = megatron(facts)
+    config = "ppo_megatron_trainer" if use_megatron else "ppo_trainer"
+    _header(facts, out, config, plan_name)
+    mode = trainer_mode(facts)
+    _algorithm(facts, out)
+    _batches(facts, out)
+    _pools(facts, out, mode)
+    rollout_keys(facts, out)
+    actor_keys(facts, out, use_megatron)
+    reference_keys(facts, out, use_megatron)
+    critic_keys(facts, out, use_megatron)
+    reward_keys(facts, out, mode)
     return out
 
 

@@ -9,9 +9,11 @@ from functools import cached_property
 from rlplan.rpeg.evaluation.bounds import LowerBounds, lower_bounds
 from rlplan.rpeg.evaluation.simulator import Simulator
 from rlplan.rpeg.model.candidates import CandidateDirectory
+from rlplan.rpeg.model.frameworks.rules import FieldValues, allowed_words
 from rlplan.rpeg.model.plan import Plan
 from rlplan.rpeg.schema.instance import Instance, load_instance
 from rlplan.rpeg.schema.pins import pin_words
+from rlplan.rpeg.strategy import value_word
 from rlplan.rpeg.templates import FUSED
 
 
@@ -184,6 +186,25 @@ class Problem:
                 missing.append((vertex.name, shortfall))
         return missing
 
+    def _framework_words(self, name: str) -> str:
+        """Which framework rule leaves vertex ``name`` no value of a placement list ("": none)."""
+        framework = self.directory.framework
+        if framework is None:
+            return ""
+        kind = self.directory.template.vertices[self.directory.template.index(name)].kind
+        placement = self.instance.placement
+        for rule in framework.of_kind(FieldValues):
+            listed = getattr(placement, rule.field, None)
+            if not rule.covers(name, kind) or not isinstance(listed, tuple):
+                continue
+            if not set(listed) & set(rule.allowed):
+                shown = ", ".join(value_word(value) for value in listed)
+                return (
+                    f"in {framework.display}'s plan space: rule {rule.name} allows "
+                    f"{rule.field} {allowed_words(rule)} and placement.{rule.field} lists {shown}"
+                )
+        return f"in {framework.display}'s plan space (engine.framework)"
+
     def unplaceable_reason(self, name: str, shortfall: float) -> str:
         """Why vertex ``name`` fits on no block, in one sentence naming its pin if it has one.
 
@@ -208,6 +229,9 @@ class Problem:
         pinned = "" if pin is None else f" under placement.pin.{name} {pin_words(pin)}"
         capacity = directory.capacity
         if math.isinf(shortfall):
+            framework = self._framework_words(name)
+            if framework:
+                return f"{name} has no strategy{pinned} {framework}"
             if pin is None:
                 return f"{name} has no strategy in the plan space of the placement lists"
             return (
