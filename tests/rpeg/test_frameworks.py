@@ -204,43 +204,6 @@ def test_published_nemo_plan_as_verl(nemo):
         assert line.startswith("# ") or ("=" in line and " " not in line)
 
 
-def test_published_nemo_plan_as_openrlhf(nemo):
-    """16 engines of tp 1, everything colocated, ZeRO-1, pp 2 written as inexpressible."""
-    lines = _lines(*nemo, "openrlhf")
-    expected = [
-        "--algo.advantage.estimator group_norm",
-        "--rollout.batch_size 64",
-        "--rollout.n_samples_per_prompt 32",
-        "--actor.num_nodes 2",
-        "--actor.num_gpus_per_node 8",
-        "--vllm.num_engines 16",
-        "--vllm.tensor_parallel_size 1",
-        "--vllm.gpu_memory_utilization 0.6",
-        "# not expressible in OpenRLHF: rollout max_num_seqs 1024 (no flag; vLLM's default "
-        "applies)",
-        "--train.colocate_all",
-        "--vllm.enable_sleep",
-        "--ds.zero_stage 1",
-        "# not expressible in OpenRLHF: actor.train pp 2 (DeepSpeed here has no pipeline "
-        "parallelism)",
-        "--actor.gradient_checkpointing_enable",
-        "--train.micro_batch_size 4",
-        "--ds.enable_sleep",
-        "--rollout.micro_batch_size 8",
-        "--ref.offload",
-        "--reward.remote_url reward_func.py",
-    ]
-    for line in expected:
-        assert line in lines
-    assert not any(line.startswith("--reward.num_") for line in lines)  # no reward model group
-    assert "--reward.remote_url -> --remote_rm_url" in lines[-1]
-    assert "--train.async_enable" not in lines
-    assert "--ds.adam_offload" not in lines
-    assert lines[-1].startswith("# OpenRLHF <= 0.10.0 spells these flags: ")
-    assert "--vllm.num_engines -> --vllm_num_engines" in lines[-1]
-    assert "--train.colocate_all -> --colocate_all_models" in lines[-1]
-
-
 def test_published_nemo_plan_as_nemo_rl(nemo):
     """The published recipe's layout: colocated vLLM tp 1, Megatron tp 1 pp 2, checkpointing."""
     text = export_config(*nemo, "nemo-rl", "plan.json")
@@ -325,23 +288,6 @@ def test_zero3_optimum_with_staleness_1(tmp_path):
     ):
         assert line in verl
     assert verl[3].startswith("# not expressible in verl: online DPO")
-    openrlhf = _lines(problem, plan, "openrlhf")
-    for line in (
-        "--vllm.num_engines 1",
-        "--vllm.tensor_parallel_size 2",
-        "--vllm.gpu_memory_utilization 0.2",
-        "--ds.zero_stage 3",
-        "--actor.gradient_checkpointing_enable",
-        "--train.micro_batch_size 4",
-        "--ds.adam_offload",
-        "--rollout.micro_batch_size 8",
-        "--ref.offload",
-        "--train.async_enable",
-        "--train.async_queue_size 1",
-    ):
-        assert line in openrlhf
-    assert "--vllm.enable_sleep" not in openrlhf
-    assert "--train.colocate_all" not in openrlhf  # the reference has a GPU of its own
     nemo_text = export_config(problem, plan, "nemo-rl", "plan.json")
     document = yaml.safe_load(nemo_text)
     assert document["policy"]["dtensor_cfg"] == {
@@ -373,18 +319,6 @@ def test_rollout_apart_from_training():
     ) in verl
     assert "trainer.n_gpus_per_node=2" in verl
     assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16" in verl
-    openrlhf = _lines(problem, plan, "openrlhf")
-    assert "--train.colocate_all" not in openrlhf
-    for line in (
-        "--actor.num_gpus_per_node 2",
-        "--vllm.num_engines 1",
-        "--vllm.tensor_parallel_size 2",
-        "--train.colocate_actor_ref",
-        "# not expressible in OpenRLHF: actor.train on GPUs 2-3 sharing GPUs with reward.infer "
-        "on GPUs 2-3 (groups share GPUs only with --train.colocate_all, "
-        "--train.colocate_actor_ref or --train.colocate_critic_reward)",
-    ):
-        assert line in openrlhf
     document = yaml.safe_load(export_config(problem, plan, "nemo-rl", "plan.json"))
     assert document["policy"]["generation"]["colocated"] == {
         "enabled": False,
