@@ -227,3 +227,33 @@ def optimizer_steps(instance: Any) -> int:
         A positive count dividing ``B*K``.
     """
     return int(getattr(instance.workload, "optimizer_steps", 1))
+
+
+def fitting_micro_batch(sequences: int, dps: list[int], limit: int) -> int | None:
+    """The largest micro-batch m <= ``limit`` with ``sequences`` a multiple of m x dp for each dp.
+
+    Trainers that take a global batch and a micro-batch per GPU need the
+    global batch to be micro-batch x accumulation steps x dp (DeepSpeed:
+    deepspeed/runtime/config.py ``DeepSpeedConfig._batch_assertion``). The
+    plan's micro-batch, ``ceil(ceil(B*K / dp) / mb)`` sequences, may not divide
+    evenly; the largest one not above it that does keeps the plan's memory.
+
+    Parameters
+    ----------
+    sequences
+        The global batch (sequences per optimizer step).
+    dps
+        Data-parallel sizes of every group the global batch is split over.
+    limit
+        The plan's micro-batch (sequences per GPU).
+
+    Returns
+    -------
+    int or None
+        The micro-batch, or None when none fits (``sequences`` is no multiple
+        of some dp).
+    """
+    for micro in range(max(limit, 1), 0, -1):
+        if all(sequences % (micro * dp) == 0 for dp in dps):
+            return micro
+    return None
