@@ -132,6 +132,12 @@ def framework_words(stats: dict[str, Any]) -> list[str]:
         lines.append(f"full space: {best:.4f} s; {name} runs the full-space plan as found")
         return lines
     ratio = facts["speedup"]
+    if ratio is not None and ratio < 1.0:
+        lines.append(
+            f"full space: {best:.4f} s, slower: {name} sets some fields itself (fixed rules), "
+            "to values the instance's placement lists leave out"
+        )
+        return lines
     needs = "; ".join(facts["needs"])
     lines.append(f"full space: {best:.4f} s ({ratio:.2f}x faster) if {needs}")
     return lines

@@ -125,11 +125,28 @@ def _list_problem(
         problem = _microbatch_problem(placement, mb, replica)
         if problem is not None:
             return problem
+    framework = framework_of(instance)
     for declared in DIMENSIONS:
-        problem = _dimension_problem(declared, vertex.kind, placement, strategy)
+        if framework is not None and framework.fixed_values(
+            vertex.name, vertex.kind, declared.name
+        ):
+            continue  # the framework sets it: its rule (strategy_problem) names the value
+        listed = getattr(placement, declared.name)
+        problem = _dimension_problem(declared, vertex.kind, listed, strategy)
         if problem is not None:
             return problem
     return None
+
+
+def dimension_values(instance: Instance, vertex: Vertex, declared: Dimension) -> tuple:
+    """The values of ``declared`` the plan space gives ``vertex``: its ``placement`` list,
+    or the values a framework sets itself (a ``fixed`` rule of ``engine.framework``)."""
+    framework = framework_of(instance)
+    if framework is not None:
+        fixed = framework.fixed_values(vertex.name, vertex.kind, declared.name)
+        if fixed is not None:
+            return fixed
+    return getattr(instance.placement, declared.name)
 
 
 def _microbatch_problem(placement: PlacementConfig, mb: int, replica: int) -> str | None:
@@ -149,19 +166,19 @@ def _microbatch_problem(placement: PlacementConfig, mb: int, replica: int) -> st
 
 
 def _dimension_problem(
-    declared: Dimension, kind: Kind, placement: PlacementConfig, strategy: Strategy
+    declared: Dimension, kind: Kind, allowed: tuple, strategy: Strategy
 ) -> str | None:
     """Why ``strategy``'s value of ``declared`` is outside the plan space of a ``kind`` vertex.
 
     A dimension that does not apply to the kind must keep its default; one
-    that does must take a value of its ``placement`` list.
+    that does must take a value of ``allowed`` (its ``placement`` list, or a
+    framework's fixed values: :func:`dimension_values`).
     """
     value = getattr(strategy, declared.name)
     if not declared.applies_to(kind):
         if value != declared.default:
             return f"{declared.name} applies to {declared.applies_words}"
         return None
-    allowed = getattr(placement, declared.name)
     if value not in allowed:
         shown = f"'{value}'" if isinstance(value, str) else value_word(value)
         listed = ", ".join(value_word(choice) for choice in allowed)
@@ -179,7 +196,7 @@ def enumerate_strategies(
     variants = [
         dict(zip((declared.name for declared in applying), values, strict=True))
         for values in itertools.product(
-            *(getattr(placement, declared.name) for declared in applying)
+            *(dimension_values(instance, vertex, declared) for declared in applying)
         )
     ]
     strategies = []

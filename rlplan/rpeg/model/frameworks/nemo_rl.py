@@ -105,6 +105,7 @@ _LOGPROBS = (
         field="offload",
         allowed=frozenset({True}),
         vertices=("reference.infer",),
+        fixed=True,
     ),
     FieldValues(
         name="logprobs-use-policy-weights",
@@ -116,6 +117,7 @@ _LOGPROBS = (
         field="offload",
         allowed=frozenset({False}),
         vertices=("actor.infer",),
+        fixed=True,
     ),
 )
 
@@ -196,6 +198,7 @@ _REWARD = (
         field="offload",
         allowed=frozenset({False}),
         vertices=("reward.infer",),
+        fixed=True,
     ),
 )
 
@@ -236,6 +239,7 @@ _VALUE = (
         field="offload",
         allowed=frozenset({True}),
         vertices=("critic.train", "critic.infer"),
+        fixed=True,
     ),
     FieldValues(
         name="value-model-packs-under-megatron",

@@ -125,6 +125,7 @@ _STRATEGIES = (
         field="max_num_seqs",
         allowed=frozenset({VLLM_MAX_NUM_SEQS}),
         vertices=("actor.generate",),
+        fixed=True,
     ),
     FieldValues(
         name="deepspeed-no-pp",
@@ -166,6 +167,7 @@ _STRATEGIES = (
         field="offload",
         allowed=frozenset({False}),
         vertices=("actor.infer", "critic.infer"),
+        fixed=True,
     ),
 )
 

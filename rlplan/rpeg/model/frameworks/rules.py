@@ -83,12 +83,19 @@ class Unsupported(Rule):
 
 @dataclass(frozen=True)
 class FieldValues(Rule):
-    """Vertices ``vertices`` (names; none: those of ``kinds``) take ``field`` in ``allowed``."""
+    """Vertices ``vertices`` (names; none: those of ``kinds``) take ``field`` in ``allowed``.
+
+    A ``fixed`` rule is one where the framework sets the field itself (a
+    reference model always kept in host memory, an engine cap it never
+    passes): the candidates take the rule's values whatever the instance's
+    ``placement`` list of that field says. Otherwise the rule narrows the list.
+    """
 
     field: str = ""
     allowed: frozenset[Any] = frozenset()
     vertices: tuple[str, ...] = ()
     kinds: tuple[Kind, ...] = ()
+    fixed: bool = False
 
     def covers(self, name: str, kind: Kind) -> bool:
         """Whether the rule constrains the vertex ``name`` of ``kind``."""
@@ -193,6 +200,13 @@ class Framework:
         for rule in self.of_kind(WholeCluster):
             if name in rule.vertices and block.size != cluster_gpus:
                 return f"{self.display} {rule.line()}; got {block.label()}"
+        return None
+
+    def fixed_values(self, name: str, kind: Kind, field: str) -> tuple[Any, ...] | None:
+        """The values a ``fixed`` :class:`FieldValues` rule sets ``field`` of vertex ``name`` to."""
+        for rule in self.of_kind(FieldValues):
+            if rule.fixed and rule.field == field and rule.covers(name, kind):
+                return tuple(sorted(rule.allowed, key=value_word))
         return None
 
     def staleness_allowed(self, value: int) -> bool:

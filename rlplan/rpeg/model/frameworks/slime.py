@@ -112,6 +112,7 @@ REFERENCE_ON_HOST = FieldValues(
     field="offload",
     allowed=frozenset({True}),
     vertices=("reference.infer",),
+    fixed=True,
 )
 
 CRITIC_ON_ACTOR = SameLayout(
@@ -146,6 +147,7 @@ PPO_OFFLOADS_CRITIC = FieldValues(
     field="offload",
     allowed=frozenset({True}),
     vertices=("critic.train", "critic.infer"),
+    fixed=True,
 )
 
 PPO_OFFLOADS_ACTOR = FieldWhenShared(
@@ -240,6 +242,7 @@ DISTRIBUTED_OPTIMIZER = FieldValues(
     field="sharding",
     allowed=frozenset({Sharding.ZERO1}),
     kinds=(Kind.TRAIN,),
+    fixed=True,
 )
 
 FRAMEWORK = Framework(
