@@ -49,6 +49,74 @@ def nemo() -> tuple[Problem, object]:
     return problem, read_plan(NEMO_PLAN, problem.directory)
 
 
+#: The placements of the proven optimum of tiny_dpo_2gpu_v2, by hand (its run order aside).
+DPO_V2_OPTIMUM = {
+    "staleness": {"actor": 1},
+    "vertices": {
+        "actor.generate": {
+            "block": BOTH,
+            "dp": 1,
+            "pp": 1,
+            "tp": 2,
+            "gpu_memory_utilization": 0.2,
+            "max_num_seqs": 32,
+        },
+        "actor.infer": {
+            "block": LOW,
+            "dp": 1,
+            "pp": 1,
+            "tp": 1,
+            "microbatches": 4,
+            "offload": True,
+        },
+        "reference.infer": {
+            "block": SECOND,
+            "dp": 1,
+            "pp": 1,
+            "tp": 1,
+            "microbatches": 4,
+            "offload": True,
+        },
+        "actor.train": {
+            "block": BOTH,
+            "dp": 2,
+            "pp": 1,
+            "tp": 1,
+            "microbatches": 4,
+            "recompute": "full",
+            "sharding": "zero3",
+            "offload": True,
+        },
+    },
+}
+
+
+#: tiny_grpo_4gpu with the rollout on GPUs 0-1 and the rest on GPUs 2-3.
+GRPO_APART = {
+    "staleness": {"actor": 0},
+    "vertices": {
+        "actor.generate": {
+            "block": BOTH,
+            "dp": 1,
+            "pp": 1,
+            "tp": 2,
+            "gpu_memory_utilization": 0.2,
+            "max_num_seqs": 32,
+        },
+        "reference.infer": {"block": HIGH, "dp": 2, "pp": 1, "tp": 1, "microbatches": 1},
+        "reward.infer": {"block": HIGH, "dp": 2, "pp": 1, "tp": 1, "microbatches": 1},
+        "actor.train": {"block": HIGH, "dp": 2, "pp": 1, "tp": 1, "microbatches": 1},
+    },
+}
+
+
+def _hand(instance: str, document: dict) -> tuple[Problem, object]:
+    problem = Problem.load(str(ROOT / "instances" / f"{instance}.yaml"))
+    plan = plan_from_json(document, problem.directory)
+    assert problem.simulator.simulate(plan).feasible
+    return problem, plan
+
+
 def _lines(problem: Problem, plan: object, framework: str) -> list[str]:
     return export_config(problem, plan, framework, "plan.json").splitlines()
 
