@@ -40,8 +40,8 @@ def conform(directory: CandidateDirectory, plan: Plan) -> Plan:
     Followers of :class:`SameBlock` / :class:`SameLayout` rules move to their
     leader's block (a candidate with the leader's layout, the current
     strategy if it is one, else the fastest); a :class:`FieldWhenShared`
-    vertex switches to the fastest candidate of its block with the leader's
-    layout and an allowed field; staleness outside :class:`StalenessValues`
+    vertex switches to the fastest candidate of its block with an allowed
+    field (in its own layout when there is one); staleness outside :class:`StalenessValues`
     becomes the largest allowed value below it, and a :class:`DisjointWhenStale`
     pair that shares GPUs runs on-policy. The result may still break a rule
     (:func:`framework_problems` tells).
@@ -97,11 +97,14 @@ def _field_beside(
         return plan
     if getattr(mine.strategy, rule.field) in rule.allowed:
         return plan
-    options = tuple(
+    allowed = [
         c
         for c in directory.options[vertex].get(mine.block.extent, ())
-        if getattr(c.strategy, rule.field) in rule.allowed and _layout(c) == _layout(mine.strategy)
-    )
+        if getattr(c.strategy, rule.field) in rule.allowed
+    ]
+    # The vertex's own layout first (a layout tie may hold it), else the fastest.
+    same = [c for c in allowed if _layout(c) == _layout(mine.strategy)]
+    options = same or allowed
     if not options:
         return plan
     return plan.with_placement(vertex, Placement(mine.block, options[0].strategy))
