@@ -16,29 +16,35 @@ from rlplan.rpeg.schema.instance import load_instance
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "instances" / "tiny_grpo_2gpu.yaml"
+#: A tiny instance verl can run (tiny_grpo_2gpu is outside verl's and NeMo RL's plan spaces).
+VERL_TINY = ROOT / "instances" / "tiny_grpo_4gpu.yaml"
 TINY_TIED = ROOT / "tests" / "data" / "hf" / "tiny-tied" / "config.json"
 
 
-def _solve(cli, instance: Path, out: Path) -> None:
-    code, _, err = cli("solve", instance, "--solver", "greedy", "--time-limit", "5", "--out", out)
+def _solve(cli, instance: Path, out: Path, *extra: str) -> None:
+    code, _, err = cli(
+        "solve", instance, "--solver", "greedy", "--time-limit", "5", "--out", out, *extra
+    )
     assert code == 0, err
 
 
-def _moved_run(cli, tmp_path: Path, instance: Path) -> Path:
+def _moved_run(cli, tmp_path: Path, instance: Path, *extra: str) -> Path:
     """Solve ``instance`` into tmp_path/run, copy the folder elsewhere and work from a third."""
-    _solve(cli, instance, tmp_path / "run")
+    _solve(cli, instance, tmp_path / "run", *extra)
     copied = tmp_path / "elsewhere" / "copied-run"
     shutil.copytree(tmp_path / "run", copied)
     return copied
 
 
 def test_simulate_export_config_and_sweep_work_from_the_copied_folder(cli, tmp_path, monkeypatch):
-    copied = _moved_run(cli, tmp_path, TINY)
+    copied = _moved_run(cli, tmp_path, VERL_TINY, "--framework", "verl", "--solver", "exhaustive")
     unrelated = tmp_path / "unrelated"
     unrelated.mkdir()
     monkeypatch.chdir(unrelated)
     plan = copied / "plan.json"
-    assert json.loads(plan.read_text())["instance"]["file"] == "tiny_grpo_2gpu.yaml"
+    assert json.loads(plan.read_text())["instance"]["file"] == "tiny_grpo_4gpu.yaml"
+    # Solved with --framework: the copy says so, and sweeps stay in verl's plan space.
+    assert "framework: verl" in (copied / "tiny_grpo_4gpu.yaml").read_text()
 
     code, out, err = cli("simulate", plan)
     assert code == 0, err
@@ -47,7 +53,7 @@ def test_simulate_export_config_and_sweep_work_from_the_copied_folder(cli, tmp_p
 
     code, out, err = cli("export-config", plan, "--framework", "verl")
     assert code == 0, err
-    code, expected, _ = cli("export-config", plan, "--framework", "verl", "--instance", TINY)
+    code, expected, _ = cli("export-config", plan, "--framework", "verl", "--instance", VERL_TINY)
     assert out == expected
 
     argv = ("--param", "hardware.memory_per_gpu=20e9,24e9", "--time-limit", "5", "--workers", "1")
@@ -61,15 +67,16 @@ def test_the_folder_outlives_its_instance(cli, tmp_path, monkeypatch):
     """The original instance, under a name no instances/ folder holds, is deleted."""
     source = tmp_path / "source" / "my_tiny_grpo.yaml"
     source.parent.mkdir()
-    shutil.copy(TINY, source)
-    copied = _moved_run(cli, tmp_path, source)
+    text = VERL_TINY.read_text().replace("\nengine:", "\nengine:\n  framework: verl\n  #", 1)
+    source.write_text(text)
+    copied = _moved_run(cli, tmp_path, source, "--solver", "exhaustive")
     shutil.rmtree(source.parent)
     monkeypatch.chdir(tmp_path)
-    assert (copied / "my_tiny_grpo.yaml").read_text() == TINY.read_text()  # comments and all
+    assert (copied / "my_tiny_grpo.yaml").read_text() == text  # comments and all
 
     code, out, err = cli("simulate", copied / "plan.json")
     assert code == 0, err
-    code, out, err = cli("export-config", copied / "plan.json", "--framework", "nemo-rl")
+    code, out, err = cli("export-config", copied / "plan.json", "--framework", "verl")
     assert code == 0, err
     assert "my_tiny_grpo" in out
     argv = ("--param", "workload.batch_size=4", "--time-limit", "5", "--workers", "1", "--quiet")
