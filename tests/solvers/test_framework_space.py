@@ -172,3 +172,21 @@ def test_fingerprint_ignores_the_framework():
     assert instance_fingerprint(instance) == instance_fingerprint(
         dataclasses.replace(instance, engine=engine)
     )
+
+
+def test_a_fixed_field_takes_the_frameworks_values_beyond_the_lists(monkeypatch):
+    # tiny_grpo_4gpu lists offload false only. A framework that always keeps
+    # the reference in host memory (a fixed rule) runs it with offload true,
+    # which the instance's own plan space does not hold; a plain rule with the
+    # same values leaves the reference nothing to run with.
+    on_host = {"field": "offload", "allowed": frozenset({True}), "vertices": ("reference.infer",)}
+    fixed = R.FieldValues("ref-on-host", fixed=True, **on_host, **WORDS)
+    _, framed = restricted(TINY, monkeypatch, fixed)
+    index = framed.directory.template.names.index("reference.infer")
+    kept = [c for per_shape in framed.directory.options[index].values() for c in per_shape]
+    assert kept and all(c.strategy.offload for c in kept)
+    plan = solve("cpsat", framed, SolveOptions(time_limit=60, threads=2)).plan
+    assert plan.placements[index].strategy.offload is True
+    narrowing = R.FieldValues("ref-on-host", **on_host, **WORDS)
+    _, framed = restricted(TINY, monkeypatch, narrowing)
+    assert framed.directory.options[index] == {}
