@@ -388,7 +388,8 @@ def test_published_plan_as_its_recipe(exports):
         "train_mb_tokens": 4772,
         "logprob_mb_tokens": 9543,
     }
-    assert (policy["train_global_batch_size"], policy["max_total_sequence_length"]) == (2048, 4096)
+    # the recipe's global batch: 2,048 sequences in 4 optimizer steps (workload.optimizer_steps)
+    assert (policy["train_global_batch_size"], policy["max_total_sequence_length"]) == (512, 4096)
     assert policy["generation"]["max_new_tokens"] == 3966
     assert document["grpo"] == {
         "num_prompts_per_step": 64,

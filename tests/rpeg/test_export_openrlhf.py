@@ -257,8 +257,9 @@ def startup_errors(flags: dict[str, Any], cluster_gpus: int) -> list[str]:
 
 
 def test_batch_settings_pass_openrlhfs_start_up_checks(case):
-    """(b) The batch flags pass OpenRLHF's and DeepSpeed's checks, and one optimizer step
-    per RL step follows: the plan's actor.train runs once over the step's B x K sequences.
+    """(b) The batch flags pass OpenRLHF's and DeepSpeed's checks, and the workload's
+    optimizer steps per RL step follow (``workload.optimizer_steps``, one gradient
+    synchronisation each in the plan's actor.train).
 
     OpenRLHF takes rollout.batch_size x n_samples_per_prompt // train.batch_size
     optimizer steps per epoch (openrlhf/trainer/ppo_trainer.py prepare_datasets,
@@ -271,7 +272,8 @@ def test_batch_settings_pass_openrlhfs_start_up_checks(case):
     sequences = flags["--rollout.batch_size"] * flags["--rollout.n_samples_per_prompt"]
     assert sequences == workload.sequences
     assert sequences % flags["--train.batch_size"] == 0
-    assert sequences // flags["--train.batch_size"] * flags["--train.max_epochs"] == 1
+    steps = sequences // flags["--train.batch_size"] * flags["--train.max_epochs"]
+    assert steps == workload.optimizer_steps, name
     assert flags["--data.max_len"] == workload.context_length + workload.generation_length
     assert flags["--rollout.max_new_tokens"] == workload.generation_length
 
@@ -389,7 +391,7 @@ def test_published_nemo_plan_as_openrlhf():
         "--algo.advantage.estimator group_norm",
         "--rollout.batch_size 64",
         "--rollout.n_samples_per_prompt 32",
-        "--train.batch_size 2048",
+        "--train.batch_size 512",
         "--train.max_epochs 1",
         "--data.max_len 4096",
         "--rollout.max_new_tokens 3966",

@@ -11,6 +11,7 @@ its source (tests/rpeg/verl_startup.py).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -20,6 +21,7 @@ from rlplan.outputs.frameworks import export_config
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.frameworks import FRAMEWORKS
 from rlplan.rpeg.model.frameworks.verl import RELEASE
+from rlplan.rpeg.model.plan import plan_from_json
 from tests.rpeg.verl_plans import (
     ALL,
     ASYNC,
@@ -99,13 +101,13 @@ def test_key_check_refuses_dropped_and_mistyped_keys(release):
 
 
 def test_batch_settings_pass_verl_startup_checks(plans):
-    """(b) The batch settings pass verl's start-up checks and take one optimizer step per
-    RL step, as the plan times one gradient synchronisation per train run."""
+    """(b) The batch settings pass verl's start-up checks and take the workload's optimizer
+    steps per RL step, as the plan times one gradient synchronisation per optimizer step."""
     for problem, plan in plans:
         config, overrides, _ = export(problem, plan)
         assert startup_problems(config, overrides) == []
-        assert optimizer_steps(overrides) == 1
         workload = problem.instance.workload
+        assert optimizer_steps(overrides) == workload.optimizer_steps
         assert overrides["data.train_batch_size"] == str(workload.batch_size)
         assert overrides["actor_rollout_ref.rollout.n"] == str(workload.samples_per_prompt)
         assert overrides["data.max_response_length"] == str(workload.generation_length)
@@ -256,7 +258,7 @@ def test_published_nemo_plan_as_verl():
         "algorithm.adv_estimator=grpo",
         "data.train_batch_size=64",
         "actor_rollout_ref.rollout.n=32",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=64",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=16",
         "trainer.nnodes=2",
         "trainer.n_gpus_per_node=8",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
@@ -372,3 +374,38 @@ def test_rules_refuse_plans_verl_cannot_run(instance, document, rule):
     """Each rule removes the plans it describes; the base plans of these variants break none."""
     problem, plan = hand(instance, document)
     assert any(rule in line for line in broken(problem, plan))
+
+
+def test_published_dapo_plan_takes_the_recipes_mini_batch():
+    """The DAPO recipe's ppo_mini_batch_size 32 of 512 prompts (train_prompt_mini_bsz=32,
+    recipe/one_step_off_policy/dapo_7b_math_megatron_colocate.sh): 16 optimizer steps."""
+    problem, plan = published(DAPO)
+    config, overrides, comments = export(problem, plan)
+    assert overrides["data.train_batch_size"] == "512"
+    assert overrides["actor_rollout_ref.actor.ppo_mini_batch_size"] == "32"
+    assert optimizer_steps(overrides) == 16
+    assert startup_problems(config, overrides) == []
+    assert not [line for line in comments if "optimizer_steps" in line and "not expr" in line]
+
+
+def test_optimizer_steps_verl_cannot_split_into_whole_prompts():
+    """8 prompts x 4 in 16 optimizer steps: ppo_mini_batch_size counts prompts, so verl takes
+    8 mini-batches of 1 prompt, says so, and separate_async syncs after those 8."""
+    problem, _ = hand("tiny_grpo_4gpu", GRPO_SEPARATE)
+    instance = problem.instance
+    instance = dataclasses.replace(
+        instance,
+        workload=dataclasses.replace(instance.workload, optimizer_steps=16),
+        placement=dataclasses.replace(instance.placement, microbatches=(16,)),
+    )
+    problem = Problem.from_instance(instance)
+    sixteen = {"microbatches": 16}
+    document = variant(
+        GRPO_SEPARATE, actor_train=sixteen, reference_infer=sixteen, reward_infer=sixteen
+    )
+    config, overrides, comments = export(problem, plan_from_json(document, problem.directory))
+    assert overrides["actor_rollout_ref.actor.ppo_mini_batch_size"] == "1"
+    assert overrides["trainer.v1.separate_async.parameter_sync_step"] == "8"
+    assert optimizer_steps(overrides) == 8
+    assert startup_problems(config, overrides) == []
+    assert any("workload.optimizer_steps 16" in line and "(8 here)" in line for line in comments)

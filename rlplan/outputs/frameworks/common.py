@@ -207,14 +207,12 @@ class PlanFacts:
 
 
 def optimizer_steps(instance: Any) -> int:
-    """Optimizer steps per RL step that the plan's workload takes.
+    """Optimizer steps per RL step: the workload's ``optimizer_steps``.
 
     The step's ``B*K`` sequences make ``optimizer_steps`` global batches of
-    ``B*K / optimizer_steps`` each. The workload names no mini-batch
-    (rlplan/rpeg/schema/workload.py), and the cost model trains each train
-    vertex once over the whole step with one gradient synchronisation per run
-    (docs/cost-model.md), so the count is 1 unless the workload states one
-    (an ``optimizer_steps`` field).
+    ``B*K / optimizer_steps`` each (rlplan/rpeg/schema/workload.py, which
+    checks that it divides ``B*K``); the cost model times one gradient
+    synchronisation per global batch (docs/cost-model.md).
 
     Parameters
     ----------
@@ -226,7 +224,7 @@ def optimizer_steps(instance: Any) -> int:
     int
         A positive count dividing ``B*K``.
     """
-    return int(getattr(instance.workload, "optimizer_steps", 1))
+    return instance.workload.optimizer_steps
 
 
 def fitting_micro_batch(sequences: int, dps: list[int], limit: int) -> int | None:

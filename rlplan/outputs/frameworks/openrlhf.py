@@ -12,8 +12,9 @@ How the plan maps onto OpenRLHF:
   likewise ``ref``, ``reward``, ``critic``), the rollout ``--vllm.num_engines``
   engines of ``--vllm.tensor_parallel_size`` GPUs; groups share GPUs only
   through the ``--train.colocate_*`` flags;
-* one optimizer step per RL step, as the plan's ``actor.train`` runs once over
-  the step's B x K sequences: ``--train.batch_size`` B x K, one epoch;
+* ``workload.optimizer_steps`` n optimizer steps per RL step (one gradient
+  synchronisation each in the cost model): ``--train.batch_size`` B x K / n,
+  one epoch (openrlhf/trainer/ppo_trainer.py: one step per train batch);
 * a staleness s >= 1 of the actor is ``--train.async_enable`` with
   ``--train.async_queue_size s`` (openrlhf/trainer/ppo_trainer_async.py).
 """
@@ -28,6 +29,7 @@ from rlplan.outputs.frameworks.common import (
     Settings,
     fitting_micro_batch,
     gpus_words,
+    optimizer_steps,
 )
 from rlplan.rpeg.model.frameworks.openrlhf import RELEASE, VLLM_MAX_NUM_SEQS
 from rlplan.rpeg.strategy import Recompute, Sharding, value_word
@@ -104,11 +106,13 @@ def _workload(facts: PlanFacts, out: Settings, anchors: dict[str, str]) -> None:
         out.set("--algo.advantage.estimator", estimator)
     out.set("--rollout.batch_size", workload.batch_size)
     out.set("--rollout.n_samples_per_prompt", workload.samples_per_prompt)
+    steps = optimizer_steps(instance)
     out.comment(
-        "one optimizer step per RL step, as the plan's actor.train runs once over the step's "
-        "sequences: --train.batch_size = rollout.batch_size x n_samples_per_prompt, one epoch"
+        f"{steps} optimizer step{'s' if steps > 1 else ''} per RL step "
+        "(workload.optimizer_steps): --train.batch_size = rollout.batch_size x "
+        f"n_samples_per_prompt / {steps}, one epoch"
     )
-    out.set("--train.batch_size", workload.sequences)
+    out.set("--train.batch_size", workload.mini_batch_sequences)
     out.set("--train.max_epochs", 1)
     # The prompt is workload.context_length tokens and the response at most
     # generation_length: vLLM's max_model_len is --data.max_len, and prompts
@@ -279,7 +283,7 @@ def _batches(facts: PlanFacts, out: Settings, anchors: dict[str, str]) -> None:
     ``get_ds_train_config``, ``get_ds_eval_config``): each group's dp (GPUs over
     the one DeepSpeed tp) must fit them.
     """
-    sequences = facts.instance.workload.sequences
+    sequences = facts.instance.workload.mini_batch_sequences
     trains = [name for name in ("actor.train", "critic.train") if facts.has(name)]
     wanted = min(facts.micro_batch(name) for name in trains)
     if len({facts.micro_batch(name) for name in trains}) > 1:

@@ -23,9 +23,14 @@ How the plan maps onto verl:
   mode prefetches s batches (``num_warmup_batches``) and bounds the age of a
   sample to s steps (``trainer.v1.sampler.max_off_policy_threshold`` s + 1
   model versions, strategy ``wait``: verl/trainer/ppo/v1/replay_buffer.py);
-* one optimizer step per RL step, as the cost model times one gradient
-  synchronisation per train run (docs/cost-model.md, train time):
-  ``ppo_mini_batch_size`` = ``data.train_batch_size``, ``ppo_epochs`` 1;
+* ``workload.optimizer_steps`` n optimizer steps per RL step, as the cost
+  model times n gradient synchronisations per train run (docs/cost-model.md,
+  train time): ``ppo_mini_batch_size`` = ``data.train_batch_size`` / n
+  prompts, ``ppo_epochs`` 1 (verl/workers/engine_workers.py
+  ``TrainingWorker.train_mini_batch``: one optimizer step per mini-batch);
+  ``separate_async`` runs them as n local updates before one weight sync
+  (``parameter_sync_step`` n, which verl/trainer/ppo/v1/trainer_separate_async.py
+  asserts equals ``train_batch_size / ppo_mini_batch_size``);
 * the reference exists when ``engine.reference_model`` is true: verl builds
   it when ``actor.use_kl_loss`` or ``algorithm.use_kl_in_reward`` is set
   (verl/trainer/ppo/utils.py need_reference_policy);
@@ -37,7 +42,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlplan.outputs.frameworks.common import SHARDING, PlanFacts, Settings
+from rlplan.outputs.frameworks.common import SHARDING, PlanFacts, Settings, optimizer_steps
 from rlplan.outputs.frameworks.verl_roles import (
     actor_keys,
     critic_keys,
@@ -49,10 +54,6 @@ from rlplan.rpeg.model.frameworks.verl import RELEASE
 from rlplan.rpeg.strategy import Sharding
 
 FRAMEWORK = "verl"
-
-#: Optimizer steps per RL step: the cost model times one gradient
-#: synchronisation per train run (docs/cost-model.md, train time).
-OPTIMIZER_STEPS = 1
 
 #: Trained or scored roles whose engine the backend choice covers.
 _ENGINE_VERTICES = ("actor.train", "critic.train", "reference.infer")
@@ -130,6 +131,18 @@ def _algorithm(facts: PlanFacts, out: Settings) -> None:
         out.set("algorithm.rollout_correction.bypass_mode", "true")
 
 
+def verl_steps(facts: PlanFacts) -> int:
+    """Optimizer steps per RL step verl can take: the workload's, if it divides the prompts.
+
+    ``ppo_mini_batch_size`` counts prompts (verl multiplies it by rollout.n),
+    so n mini-batches need n to divide ``data.train_batch_size``; otherwise the
+    largest divisor of it below n.
+    """
+    prompts = facts.instance.workload.batch_size
+    steps = optimizer_steps(facts.instance)
+    return max(d for d in range(1, steps + 1) if prompts % d == 0)
+
+
 def _batches(facts: PlanFacts, out: Settings) -> None:
     """Prompts, samples, the mini-batch of one optimizer step, and the lengths."""
     workload = facts.instance.workload
@@ -137,17 +150,34 @@ def _batches(facts: PlanFacts, out: Settings) -> None:
     out.set("data.train_batch_size", workload.batch_size)
     out.set("actor_rollout_ref.rollout.n", workload.samples_per_prompt)
     out.set("data.max_response_length", workload.generation_length)
+    wanted, steps = optimizer_steps(facts.instance), verl_steps(facts)
+    mini = workload.batch_size // steps
+    if steps != wanted:
+        out.unsupported(
+            f"workload.optimizer_steps {wanted}: ppo_mini_batch_size counts prompts and "
+            f"{workload.batch_size} prompts make no {wanted} equal mini-batches ({steps} here)"
+        )
     out.comment(
-        f"{OPTIMIZER_STEPS} optimizer step per RL step (the plan times one gradient "
-        "synchronisation per train run): mini-batch = all prompts, one epoch"
+        f"{steps} optimizer step{'s' if steps > 1 else ''} per RL step (workload.optimizer_steps;"
+        f" the plan times one gradient synchronisation each): mini-batch = {mini} prompts, "
+        "one epoch"
     )
     # ppo_mini_batch_size (prompts; verl multiplies it by rollout.n), ppo_epochs:
     # verl/trainer/config/actor/actor.yaml, critic/critic.yaml
-    out.set("actor_rollout_ref.actor.ppo_mini_batch_size", workload.batch_size)
+    out.set("actor_rollout_ref.actor.ppo_mini_batch_size", mini)
     out.set("actor_rollout_ref.actor.ppo_epochs", 1)
     if facts.has("critic.train"):
-        out.set("critic.ppo_mini_batch_size", workload.batch_size)
+        out.set("critic.ppo_mini_batch_size", mini)
         out.set("critic.ppo_epochs", 1)
+    # TrainingWorker.train_mini_batch (verl/workers/engine_workers.py) asserts the
+    # mini-batch of mini x n sequences splits evenly over the data-parallel ranks.
+    for name in ("actor.train", "critic.train"):
+        dp = facts.layout(name)[2] if facts.has(name) else 1
+        if (mini * workload.samples_per_prompt) % dp:
+            out.unsupported(
+                f"{name}: dp {dp} does not divide a mini-batch of "
+                f"{mini * workload.samples_per_prompt} sequences"
+            )
     # use_remove_padding: verl/trainer/config/model/hf_model.yaml
     packing = _bool(facts.instance.engine.sequence_packing)
     out.set("actor_rollout_ref.model.use_remove_padding", packing)
@@ -183,7 +213,8 @@ def _pools(facts: PlanFacts, out: Settings, mode: str) -> None:
     # parameter_sync_step * ppo_mini_batch_size, rollout.nnodes > 0 and a checkpoint
     # engine other than naive; hybrid_engine false keeps the rollout off the global pool.
     out.set("actor_rollout_ref.hybrid_engine", "false")
-    out.set("trainer.v1.separate_async.parameter_sync_step", OPTIMIZER_STEPS)
+    # n mini-batches, each a local update, then one weight sync (PPOTrainer.step).
+    out.set("trainer.v1.separate_async.parameter_sync_step", verl_steps(facts))
     out.set("actor_rollout_ref.rollout.nnodes", rollout_nodes)
     out.set("actor_rollout_ref.rollout.n_gpus_per_node", rollout_width)
     out.set("actor_rollout_ref.rollout.checkpoint_engine.backend", "nccl")

@@ -122,7 +122,8 @@ def _list_problem(
         if mb != 1:
             return "a rollout has no microbatches (max_num_seqs and its KV pool batch it)"
     else:
-        problem = _microbatch_problem(placement, mb, replica)
+        steps = instance.workload.optimizer_steps if vertex.kind is Kind.TRAIN else 1
+        problem = _microbatch_problem(placement, mb, replica, steps)
         if problem is not None:
             return problem
     framework = framework_of(instance)
@@ -149,10 +150,22 @@ def dimension_values(instance: Instance, vertex: Vertex, declared: Dimension) ->
     return getattr(instance.placement, declared.name)
 
 
-def _microbatch_problem(placement: PlacementConfig, mb: int, replica: int) -> str | None:
-    """Why ``mb`` microbatches of ``replica`` sequences are outside the ``placement`` lists."""
+def _microbatch_problem(
+    placement: PlacementConfig, mb: int, replica: int, steps: int = 1
+) -> str | None:
+    """Why ``mb`` microbatches of ``replica`` sequences are outside the ``placement`` lists.
+
+    A train vertex's ``steps`` (``workload.optimizer_steps``) mini-batches
+    each take ``mb / steps`` of the replica's microbatches, so ``mb`` must be a
+    multiple of ``steps``; infer and generate vertices pass 1.
+    """
     if mb > replica:
         return f"microbatches {mb} exceed the {replica} sequences per replica"
+    if mb % steps:
+        return (
+            f"microbatches {mb} per replica are no multiple of workload.optimizer_steps "
+            f"{steps} (each optimizer step trains an equal share of them)"
+        )
     if mb not in placement.microbatch_counts(replica):
         if placement.microbatches is not None:
             allowed = ", ".join(map(str, placement.microbatches))

@@ -12,6 +12,9 @@ the specification leaves a choice open this module fixes it and says so:
 * the slowest pipeline stage holds ``ceil(L/pp)`` layers and the output head;
 * training counts non-GEMM time and TP all-reduces for two passes (forward
   and backward), three with full recompute (the recomputed forward);
+* a train run is ``workload.optimizer_steps`` mini-batches of equal
+  microbatch counts: the pipeline fills once per mini-batch and ZeRO-1/2
+  all-reduce the gradients once per mini-batch (one optimizer step each);
 * a decode step at context length l reads the stage's weight shard and the
   KV cache of the active sequences, and adds ``4*l*d`` attention FLOPs per
   layer and token (the derivative of the causal ``2*l^2*d``); here and in
@@ -408,6 +411,13 @@ class CostModel:
         return passes + self.colocation.onload(Kind.INFER, model, strategy)
 
     def _train_time(self, model: str, strategy: Strategy, levels: tuple[str, str, str]) -> float:
+        """One train run: ``n = optimizer_steps`` mini-batches of ``m/n`` microbatches each.
+
+        The pipeline fills and drains once per mini-batch, so the run takes
+        ``m + n*(pp-1)`` stage slots; ZeRO-1/2 add one gradient all-reduce per
+        optimizer step (``n * sync``), ZeRO-3 overlaps its per-microbatch
+        gathers with every slot (``max(stage, comm)``).
+        """
         b = self.microbatch_sequences(strategy)
         gemm, non_gemm, tp_comm, pp_comm = self._stage_forward(
             model, strategy, b, self.sequence_tokens, self.sequence_square, levels
@@ -417,14 +427,16 @@ class CostModel:
         passes = 3 if recompute else 2
         stage = forwards * self.kernel_time(gemm) + passes * (non_gemm + tp_comm) + 2 * pp_comm
         shard = self.weight_shard(model, strategy)
+        steps = self.workload.optimizer_steps
+        slots = strategy.microbatches + steps * (strategy.pp - 1)
         if strategy.sharding == Sharding.ZERO3:
             # Per microbatch: all-gather the stage's weights forward and again
             # backward, reduce-scatter its gradients; overlapped with compute.
             comm = 3 * self.allgather(shard, strategy.dp, levels[2])
-            total = (strategy.microbatches + strategy.pp - 1) * max(stage, comm)
+            total = slots * max(stage, comm)
         else:
             sync = self.allreduce(shard, strategy.dp, levels[2])
-            total = (strategy.microbatches + strategy.pp - 1) * stage + sync
+            total = slots * stage + steps * sync
         colocation = self.colocation
         onload = colocation.onload(Kind.TRAIN, model, strategy)
         return total + onload + colocation.offload(Kind.TRAIN, model, strategy)
@@ -722,7 +734,10 @@ class CostModel:
         logits = self.logits_bytes(model, strategy, b)
         if vertex.kind is Kind.TRAIN:
             states = self.train_states(model, strategy)
-            in_flight = min(strategy.pp, strategy.microbatches)
+            # 1F1B keeps at most pp microbatches in flight, and no more than one
+            # mini-batch holds (the pipeline drains at every optimizer step).
+            mini_batch = max(strategy.microbatches // self.workload.optimizer_steps, 1)
+            in_flight = min(strategy.pp, mini_batch)
             if strategy.recompute == Recompute.FULL:
                 kept = CHECKPOINT_BYTES * spec.hidden_dim * b * self.sequence_tokens / strategy.tp
                 activations = in_flight * stage_layers * kept + layer

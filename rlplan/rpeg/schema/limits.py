@@ -103,6 +103,8 @@ LIMITS: dict[str, Range] = {
     "workload.context_length": Range(1, 1_000_000, "tokens"),
     "workload.generation_length": Range(1, 131_072, "tokens"),
     "workload.gen_quantiles[][]": Range(1, 131_072, "tokens"),  # the lengths
+    # Optimizer steps per RL step: published recipes take 1 to 16 (it must also divide B*K).
+    "workload.optimizer_steps": Range(1, 65536, "optimizer steps"),
     # Search horizon and knobs.
     "optimizer.k_eval": Range(1, MAX_K_EVAL, "steps"),
     "optimizer.e_max": Range(1, 1e9, "evaluations"),

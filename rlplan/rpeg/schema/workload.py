@@ -58,6 +58,14 @@ WORKLOAD_FIELDS = (
         "Distribution of generated lengths: increasing [fraction finished, length] pairs "
         "ending at [1.0, generation_length] (default: every response runs to the maximum)",
     ),
+    Field(
+        "optimizer_steps",
+        POSITIVE_INT,
+        1,
+        "Optimizer steps (mini-batches) per RL step: the B*K sequences train in this many "
+        "global batches of B*K / optimizer_steps, one gradient synchronisation each "
+        "(must divide B*K)",
+    ),
 )
 WORKLOAD_KEYS = keys(WORKLOAD_FIELDS)
 
@@ -66,6 +74,10 @@ WORKLOAD_KEYS = keys(WORKLOAD_FIELDS)
 class Workload:
     """One RL step's data: ``batch_size`` prompts, each sampled ``samples_per_prompt`` times.
 
+    The step's ``B*K`` sequences train in ``optimizer_steps`` mini-batches
+    (global batches) of ``B*K / optimizer_steps`` sequences, one optimizer
+    step each (NeMo RL ``policy.train_global_batch_size``, verl
+    ``ppo_mini_batch_size``, OpenRLHF ``--train.batch_size``).
     ``gen_quantiles`` is a list of ``(fraction finished, length)`` pairs with
     increasing fractions ending at 1.0 and increasing lengths ending at
     ``generation_length``; ``None`` means every sequence runs to the maximum.
@@ -76,11 +88,24 @@ class Workload:
     context_length: int
     generation_length: int
     gen_quantiles: tuple[tuple[float, int], ...] | None = None
+    optimizer_steps: int = 1
 
     def __post_init__(self) -> None:
         check_fields(self, WORKLOAD_FIELDS, "workload")
         if self.gen_quantiles is not None:
             _check_quantiles(self.gen_quantiles, self.generation_length)
+        if self.sequences % self.optimizer_steps:
+            raise InstanceError(
+                "workload.optimizer_steps",
+                f"must divide the step's B*K = {self.batch_size} x {self.samples_per_prompt} "
+                f"= {self.sequences} sequences (each optimizer step trains B*K / "
+                f"optimizer_steps of them), got {self.optimizer_steps}",
+            )
+
+    @property
+    def mini_batch_sequences(self) -> int:
+        """Sequences per optimizer step (global batch) ``B*K / optimizer_steps``."""
+        return self.sequences // self.optimizer_steps
 
     @property
     def sequences(self) -> int:
