@@ -25,6 +25,15 @@ def _canonical(value: Any) -> Any:
     return value
 
 
+def _workload(instance: Instance) -> dict[str, Any]:
+    """The workload's content; one optimizer step, the default, is left out so that plan
+    files written before ``workload.optimizer_steps`` existed keep their fingerprint."""
+    content = dataclasses.asdict(instance.workload)
+    if content.get("optimizer_steps") == 1:
+        del content["optimizer_steps"]
+    return content
+
+
 def instance_fingerprint(instance: Instance) -> str:
     """A stable hash of what a plan depends on; plan files record it (docs/plan-space.md).
 
@@ -54,7 +63,7 @@ def instance_fingerprint(instance: Instance) -> str:
     content = {
         "hardware": dataclasses.asdict(instance.hardware),
         "models": models,
-        "workload": dataclasses.asdict(instance.workload),
+        "workload": _workload(instance),
         "algorithm": instance.algorithm,
         "k_eval": instance.k_eval,
         "staleness_candidates": instance.optimizer.staleness_candidates,
