@@ -18,11 +18,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlplan.rpeg.errors import InputError, PlanError, did_you_mean
+from rlplan.rpeg.errors import InputError, PlanError
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
 from rlplan.rpeg.model.plan import Plan, plan_from_json, plan_to_json, read_plan
-from rlplan.rpeg.schema.engine import FRAMEWORK_NAMES
 from rlplan.rpeg.schema.instance import Instance, load_instance, parse_instance
 from rlplan.rpeg.schema.solver_options import API
 from rlplan.solvers.framework_gap import solve_in_framework
@@ -182,15 +181,8 @@ def solve(
         of 0 to 1), naming the argument (``gap``).
     """
     problem = load(instance)
-    if framework is not None and framework != problem.instance.engine.framework:
-        if framework not in FRAMEWORK_NAMES:
-            raise InputError(
-                "framework",
-                f"unknown framework {framework!r} (one of {', '.join(FRAMEWORK_NAMES)})"
-                + did_you_mean(framework, FRAMEWORK_NAMES),
-            )
-        engine = dataclasses.replace(problem.instance.engine, framework=framework)
-        problem = Problem.from_instance(dataclasses.replace(problem.instance, engine=engine))
+    if framework is not None:
+        problem = problem.with_framework(framework, "framework")
     given = {"time_limit": time_limit, "threads": threads, "seed": seed, "gap": gap}
     request = solve_request(problem.instance.solver, {"backend": solver, **given}, API)
     options = request.options

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import sys
 import time
 
-from rlplan.rpeg.errors import InputError, did_you_mean
+from rlplan.rpeg.errors import InputError
 from rlplan.rpeg.evaluation.problem import Problem
-from rlplan.rpeg.schema.engine import FRAMEWORK_NAMES
+from rlplan.rpeg.schema.engine import framework_name
 from rlplan.rpeg.schema.solver_options import COMMAND_LINE, check_option
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT, EXIT_NO_PLAN = 0, 1, 2, 3
@@ -64,25 +63,13 @@ def load_problem(path: str, framework: str | None = None) -> Problem:
     ``framework`` (``--framework``) replaces the instance's ``engine.framework``.
     """
     if framework is not None:
-        check_framework(framework)
+        framework_name(framework, "--framework")  # a bad flag costs no loading time
     problem = Problem.load(path)
     for warning in problem.instance.warnings:
         print(warning, file=sys.stderr)
-    if framework is not None and framework != problem.instance.engine.framework:
-        instance = problem.instance
-        engine = dataclasses.replace(instance.engine, framework=framework)
-        problem = Problem.from_instance(dataclasses.replace(instance, engine=engine))
+    if framework is not None:
+        problem = problem.with_framework(framework, "--framework")
     return problem
-
-
-def check_framework(name: str) -> None:
-    """``--framework``: one of the framework names, else an :class:`InputError` with a hint."""
-    if name not in FRAMEWORK_NAMES:
-        raise InputError(
-            "--framework",
-            f"unknown framework {name!r} (one of {', '.join(FRAMEWORK_NAMES)})"
-            + did_you_mean(name, FRAMEWORK_NAMES),
-        )
 
 
 def report_unplaceable(problem: Problem) -> bool:

@@ -31,9 +31,7 @@ Solve = Callable[[Problem, SolveOptions], Result]
 
 def full_space(problem: Problem) -> Problem:
     """The problem without its framework's rules (the full plan space)."""
-    instance = problem.instance
-    engine = dataclasses.replace(instance.engine, framework=None)
-    return Problem.from_instance(dataclasses.replace(instance, engine=engine))
+    return problem.with_framework(None)
 
 
 def unsupported_result(problem: Problem, solver: str) -> Result | None:

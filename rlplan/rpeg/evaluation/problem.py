@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -11,6 +12,7 @@ from rlplan.rpeg.evaluation.simulator import Simulator
 from rlplan.rpeg.model.candidates import CandidateDirectory
 from rlplan.rpeg.model.frameworks.rules import FieldValues, allowed_words
 from rlplan.rpeg.model.plan import Plan
+from rlplan.rpeg.schema.engine import framework_name
 from rlplan.rpeg.schema.instance import Instance, load_instance
 from rlplan.rpeg.schema.pins import pin_words
 from rlplan.rpeg.strategy import value_word
@@ -40,6 +42,20 @@ class Problem:
         """Build the directory and simulator of ``instance``."""
         directory = CandidateDirectory(instance)
         return cls(instance, directory, Simulator(directory))
+
+    def with_framework(self, name: str | None, path: str = "engine.framework") -> Problem:
+        """This problem with ``engine.framework`` set to ``name`` (None: the full plan space).
+
+        Raises
+        ------
+        InstanceError
+            Naming ``path`` for an unknown framework, with the closest name.
+        """
+        name = framework_name(name, path)
+        if name == self.instance.engine.framework:
+            return self
+        engine = dataclasses.replace(self.instance.engine, framework=name)
+        return Problem.from_instance(dataclasses.replace(self.instance, engine=engine))
 
     @property
     def templates(self) -> tuple[str, ...]:
