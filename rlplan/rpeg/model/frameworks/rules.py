@@ -33,6 +33,7 @@ Every rule carries ``words`` (what it allows, in the plan's terms), ``need``
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -101,12 +102,25 @@ class FieldValues(Rule):
         """Whether the rule constrains the vertex ``name`` of ``kind``."""
         return name in self.vertices if self.vertices else kind in self.kinds
 
+    def got(self, name: str, kind: Kind, strategy: Strategy) -> str | None:
+        """``got <field> <value>`` when vertex ``name``'s ``strategy`` breaks the rule (or None)."""
+        value = getattr(strategy, self.field)
+        if self.covers(name, kind) and value not in self.allowed:
+            return f"got {self.field} {value_word(value)}"
+        return None
+
 
 @dataclass(frozen=True)
 class WholeCluster(Rule):
     """Vertices ``vertices`` run on the whole cluster."""
 
     vertices: tuple[str, ...] = ()
+
+    def got(self, name: str, block: Block, gpus: int) -> str | None:
+        """``got <block>`` when ``block`` of vertex ``name`` breaks the rule, else None."""
+        if name in self.vertices and block.size != gpus:
+            return f"got {block.label()}"
+        return None
 
 
 @dataclass(frozen=True)
@@ -177,8 +191,8 @@ class Framework:
     rules: tuple[Rule, ...]
 
     def of_kind(self, kind: type[Rule]) -> tuple[Any, ...]:
-        """The rules that are instances of ``kind``."""
-        return tuple(rule for rule in self.rules if isinstance(rule, kind))
+        """The rules that are instances of ``kind`` (cached: the directory asks per strategy)."""
+        return _of_kind(self.rules, kind)
 
     def unsupported(self, instance: Instance) -> Unsupported | None:
         """The first :class:`Unsupported` rule ``instance`` breaks (None: none)."""
@@ -190,16 +204,17 @@ class Framework:
     def strategy_problem(self, name: str, kind: Kind, strategy: Strategy) -> str | None:
         """Why ``strategy`` of vertex ``name`` breaks a :class:`FieldValues` rule (None: none)."""
         for rule in self.of_kind(FieldValues):
-            if rule.covers(name, kind) and getattr(strategy, rule.field) not in rule.allowed:
-                got = value_word(getattr(strategy, rule.field))
-                return f"{self.display} {rule.line()}; got {rule.field} {got}"
+            got = rule.got(name, kind, strategy)
+            if got is not None:
+                return f"{self.display} {rule.line()}; {got}"
         return None
 
     def block_problem(self, name: str, block: Block, cluster_gpus: int) -> str | None:
         """Why ``block`` breaks a :class:`WholeCluster` rule for vertex ``name`` (None: none)."""
         for rule in self.of_kind(WholeCluster):
-            if name in rule.vertices and block.size != cluster_gpus:
-                return f"{self.display} {rule.line()}; got {block.label()}"
+            got = rule.got(name, block, cluster_gpus)
+            if got is not None:
+                return f"{self.display} {rule.line()}; {got}"
         return None
 
     def fixed_values(self, name: str, kind: Kind, field: str) -> tuple[Any, ...] | None:
@@ -208,10 +223,6 @@ class Framework:
             if rule.fixed and rule.field == field and rule.covers(name, kind):
                 return tuple(sorted(rule.allowed, key=value_word))
         return None
-
-    def staleness_allowed(self, value: int) -> bool:
-        """Whether every :class:`StalenessValues` rule allows ``value``."""
-        return all(value in rule.allowed for rule in self.of_kind(StalenessValues))
 
     def layout_vertices(self) -> frozenset[str]:
         """Vertices whose layout a rule compares (their dominance keeps layouts apart)."""
@@ -254,18 +265,14 @@ def plan_breaks(
     found: list[tuple[Rule, str]] = []
     prefix = framework.display
     for rule in framework.rules:
-        if isinstance(rule, FieldValues):
+        if isinstance(rule, FieldValues | WholeCluster):
             for i, name in enumerate(names):
-                strategy = placed[name].strategy
-                value = getattr(strategy, rule.field)
-                if rule.covers(name, template.vertices[i].kind) and value not in rule.allowed:
-                    got = f"got {rule.field} {value_word(value)}"
+                if isinstance(rule, FieldValues):
+                    got = rule.got(name, template.vertices[i].kind, placed[name].strategy)
+                else:
+                    got = rule.got(name, placed[name].block, gpus)
+                if got is not None:
                     found.append((rule, f"{name}: {prefix} {rule.line()}; {got}"))
-        elif isinstance(rule, WholeCluster):
-            for name in rule.vertices:
-                block = placed[name].block if name in placed else None
-                if block is not None and block.size != gpus:
-                    found.append((rule, f"{name}: {prefix} {rule.line()}; got {block.label()}"))
         else:
             broken = _pair_problem(rule, placed, staleness, framework)
             if broken is not None:
@@ -308,6 +315,11 @@ def _pair_problem(rule: Rule, placed: dict, staleness: dict[str, int], fw: Frame
             return None
         return f"{rule.vertex} beside {rule.other}"
     return None
+
+
+@functools.cache
+def _of_kind(rules: tuple[Rule, ...], kind: type[Rule]) -> tuple[Any, ...]:
+    return tuple(rule for rule in rules if isinstance(rule, kind))
 
 
 def allowed_words(rule: FieldValues) -> str:
