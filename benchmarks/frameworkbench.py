@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import glob
 import os
 
-from rlplan.paths import SOURCE_ROOT
+from rlplan.compare.realism import PUBLISHED, published_runs
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.frameworks import FRAMEWORKS
 from rlplan.rpeg.model.frameworks.conform import framework_problems
@@ -32,15 +31,11 @@ from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.result import Result
 
 
-def published_runs(only: str | None = None) -> list[tuple[str, str]]:
-    """(instance, published plan) pairs of ``instances/published``, sorted."""
-    root = os.path.join(str(SOURCE_ROOT), "instances", "published")
-    pairs = []
-    for plan in sorted(glob.glob(os.path.join(root, "**", "*.plan.json"), recursive=True)):
-        instance = plan[: -len(".plan.json")] + ".yaml"
-        if os.path.isfile(instance) and (only is None or only in instance):
-            pairs.append((instance, plan))
-    return pairs
+def published_pairs(only: str | None = None) -> list[tuple[str, str]]:
+    """(instance, published plan) pairs of ``instances/published`` and its subfolders."""
+    folders = [PUBLISHED, *sorted(p for p in PUBLISHED.iterdir() if p.is_dir())]
+    pairs = [pair for folder in folders for pair in published_runs(folder)]
+    return [(str(i), str(p)) for i, p in pairs if only is None or only in str(i)]
 
 
 def _step(result: Result) -> str:
@@ -95,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
         "| speed-up over published | to reach the full-space optimum |"
     )
     print("|---|---|---|---|---|---|")
-    for instance, plan in published_runs(args.only):
+    for instance, plan in published_pairs(args.only):
         for row in bench_run(instance, plan, options, args.solver):
             print(row, flush=True)
 
