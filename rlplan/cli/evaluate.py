@@ -32,7 +32,7 @@ from rlplan.outputs.report_md import render_report
 from rlplan.rpeg.errors import PlanError
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
-from rlplan.rpeg.model.cost import parameter_count
+from rlplan.rpeg.model.parameters import parameter_count
 from rlplan.rpeg.model.plan import plan_to_json, read_plan
 from rlplan.rpeg.schema.json_schema import instance_json_schema
 from rlplan.rpeg.schema.pins import pin_words

@@ -20,7 +20,7 @@ from rlplan.outputs.vocabulary import (
     _mark,
     reward_rule_words,
 )
-from rlplan.rpeg.strategy import DIMENSIONS
+from rlplan.rpeg.strategy import DIMENSIONS, Dimension
 
 #: The frameworks of the "Where to set it" table, in its column order.
 WHERE_FRAMEWORKS = ("verl", "NeMo RL", "OpenRLHF")
@@ -71,6 +71,14 @@ def framework_section(view: dict[str, Any]) -> FrameworkSection:
         "workspace and KV pool, and its effective concurrency is the sequences a replica "
         "keeps in flight: min(max_num_seqs, sequences per replica, what the KV pool holds)."
     )
+    # Dimensions plan files write only where used (expert and context
+    # parallelism) have a column when some vertex uses them.
+    shown = tuple(
+        declared
+        for declared in DIMENSIONS
+        if declared.written_at_default
+        or any(declared.label in entry for entry in view["vertices"].values())
+    )
     columns = (
         "vertex",
         "GPUs",
@@ -78,7 +86,7 @@ def framework_section(view: dict[str, Any]) -> FrameworkSection:
         "pp",
         "dp",
         "micro-batch per GPU (sequences / tokens)",
-        *(declared.label for declared in DIMENSIONS),
+        *(declared.label for declared in shown),
         "effective concurrency",
     )
     pinned = any(entry.get("pinned") for entry in view["vertices"].values())
@@ -90,7 +98,7 @@ def framework_section(view: dict[str, Any]) -> FrameworkSection:
         fused=view.get("fused_actor_critic") or None,
         intro=intro,
         columns=columns,
-        rows=[_settings_row(name, entry) for name, entry in view["vertices"].items()],
+        rows=[_settings_row(name, entry, shown) for name, entry in view["vertices"].items()],
         pin_note=f"{PIN_MARK.strip()} pinned in the instance (placement.pin)." if pinned else None,
         reward=reward_rule_words(view["reward_rule"]) if view.get("reward_rule") else None,
         lists=_lists(view),
@@ -99,7 +107,7 @@ def framework_section(view: dict[str, Any]) -> FrameworkSection:
     )
 
 
-def _settings_row(name: str, entry: dict[str, Any]) -> list[str]:
+def _settings_row(name: str, entry: dict[str, Any], shown: tuple[Dimension, ...]) -> list[str]:
     """One vertex's cells of the settings table."""
     if "micro_batch_size_per_gpu" in entry:
         count = entry["microbatches"]
@@ -118,7 +126,7 @@ def _settings_row(name: str, entry: dict[str, Any]) -> list[str]:
         f"{entry['pp']}{_mark(entry, 'pp')}",
         f"{entry['dp']}{_mark(entry, 'dp')}",
         f"{micro}{_mark(entry, 'micro')}",
-        *(_dimension_cell(entry, declared) for declared in DIMENSIONS),
+        *(_dimension_cell(entry, declared) for declared in shown),
         "—" if concurrency is None else str(concurrency),
     ]
 

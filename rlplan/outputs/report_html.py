@@ -11,7 +11,7 @@ from rlplan.outputs.report_md import colocation_seconds
 from rlplan.outputs.vocabulary import framework_view, reward_rule_view
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
-from rlplan.rpeg.strategy import DIMENSIONS, Dimension
+from rlplan.rpeg.strategy import DIMENSIONS, Dimension, shown_dimensions
 from rlplan.solvers.result import Result
 from rlplan.solvers.staleness import describe_staleness
 
@@ -198,8 +198,13 @@ def _seconds(value: float | None) -> str:
 
 #: Numeric dimensions (counts and fractions) have a column of their own (empty
 #: when 0); the others share one: each enum's value, each flag's tag when it is set.
-_COUNTED = tuple(declared for declared in DIMENSIONS if declared.numeric)
 _CHOSEN = tuple(declared for declared in DIMENSIONS if not declared.numeric)
+
+
+def _counted(plan) -> tuple[Dimension, ...]:
+    """The numeric dimensions with a column: those plans always set, and those used here."""
+    shown = shown_dimensions(placement.strategy for placement in plan.placements)
+    return tuple(declared for declared in shown if declared.numeric)
 
 
 def _choice_text(declared: Dimension, value: Any) -> str:
@@ -213,6 +218,7 @@ def _placement(report: HtmlReport, problem: Problem, result: Result) -> None:
     assert result.plan is not None
     plan, directory = result.plan, problem.directory.for_plan(result.plan)
     pins = problem.instance.placement.pin
+    counted = _counted(plan)
     rows = []
     for index, (vertex, placement) in enumerate(
         zip(directory.template.vertices, plan.placements, strict=True)
@@ -227,7 +233,7 @@ def _placement(report: HtmlReport, problem: Problem, result: Result) -> None:
                 strategy.pp,
                 strategy.tp,
                 strategy.microbatches,
-                *(getattr(strategy, declared.name) or None for declared in _COUNTED),
+                *(getattr(strategy, declared.name) or None for declared in counted),
                 ", ".join(
                     text
                     for declared in _CHOSEN
@@ -241,7 +247,7 @@ def _placement(report: HtmlReport, problem: Problem, result: Result) -> None:
     rule = reward_rule_view(problem.for_plan(plan))
     if rule is not None:
         # A CPU stage: no block, strategy or memory; its time per step.
-        blank = [None] * (len(_COUNTED) + 1)
+        blank = [None] * (len(counted) + 1)
         where = f"CPU, {rule['workers']} worker{'s' if rule['workers'] > 1 else ''}"
         run_time = f"{rule['seconds_per_step']:.4f} s"
         rows.append([rule["stage"], where, None, None, None, None, *blank, run_time, None, None])
@@ -254,7 +260,7 @@ def _placement(report: HtmlReport, problem: Problem, result: Result) -> None:
             "pp",
             "tp",
             "microbatches",
-            *(declared.name for declared in _COUNTED),
+            *(declared.name for declared in counted),
             ", ".join(declared.name for declared in _CHOSEN if declared.values is not bool),
             "run time",
             "memory per GPU (alone)",

@@ -203,6 +203,8 @@ def _vertex_entry(problem: Problem, index: int, plan: Plan) -> dict[str, Any]:
     # words when it has them); a rollout's are set above.
     for declared in dimensions_of(vertex.kind):
         value = getattr(strategy, declared.name)
+        if not declared.written_at_default and value == declared.default:
+            continue  # expert and context parallelism: shown where used
         entry[declared.label] = str(value) if isinstance(value, str) else value
         if declared.words is not None:
             entry[f"{declared.label}_words"] = declared.words[value]

@@ -6,8 +6,9 @@ A vertex's strategy is its structural parallelism (``dp``, ``pp``, ``tp``,
 everything the rest of the code needs to know about it:
 
 * its name: the :class:`~rlplan.rpeg.model.cost.Strategy` field, the
-  plan-file key, the pin key (``placement.pin.<vertex>.<name>``) and the
-  candidate list ``placement.<name>`` of the instance;
+  plan-file key and the pin key (``placement.pin.<vertex>.<name>``), and the
+  name of its candidate list ``placement.<list name>`` of the instance (the
+  name itself unless the declaration gives another);
 * the vertex kinds it applies to; elsewhere a strategy holds its
   :attr:`Dimension.default`, which is also what a plan file omitting it means;
 * its values: a ``str`` enum (plan files and YAML keep the enum's strings), a
@@ -95,6 +96,15 @@ class Dimension:
     shards_over_dp
         Values that shard the weights over the data-parallel ranks (they
         enter the weight layout).
+    list_name
+        The key of its candidate list, ``placement.<list_name>`` (None: the name).
+    written_at_default
+        Whether plan files write the value when it is the default (False: a
+        plan file shows it only where it is used, so plans of models that have
+        no use for it read as before).
+    mixture_only
+        Whether only mixture-of-experts models may take a value other than the
+        default (expert parallelism: a dense model has no experts).
     """
 
     name: str
@@ -106,11 +116,19 @@ class Dimension:
     tag: Callable[[Any], str]
     words: Mapping[Any, str] | None = None
     shards_over_dp: frozenset[Any] = field(default_factory=frozenset)
+    list_name: str | None = None
+    written_at_default: bool = True
+    mixture_only: bool = False
+
+    @property
+    def list_key(self) -> str:
+        """The key of its candidate list in the ``placement`` section."""
+        return self.list_name or self.name
 
     @property
     def placement_key(self) -> str:
-        """The instance's candidate list, ``placement.<name>``."""
-        return f"placement.{self.name}"
+        """The instance's candidate list, ``placement.<list name>``."""
+        return f"placement.{self.list_key}"
 
     @property
     def choices(self) -> tuple[Any, ...] | None:
@@ -155,8 +173,8 @@ def kinds_words(kinds: frozenset[Kind]) -> str:
 
 
 #: Every strategy dimension beside the structural fields, in plan-file order
-#: (the rollout's two come last in strategies and pins; plan files only write
-#: them on generate vertices, which have no other).
+#: (plan files write the rollout's two only on generate vertices, and the
+#: expert and context parallel degrees, declared last, only where they are not 1).
 DIMENSIONS: tuple[Dimension, ...] = (
     Dimension(
         name="recompute",
@@ -224,6 +242,53 @@ DIMENSIONS: tuple[Dimension, ...] = (
         label="max_num_seqs",
         tag=lambda value: f"s{value}",
     ),
+    Dimension(
+        name="ep",
+        kinds=frozenset({Kind.TRAIN, Kind.INFER, Kind.GENERATE}),
+        values=int,
+        default=1,
+        # Expert parallel degree (docs/plan-space.md#expert-and-context-parallelism):
+        # powers of two up to 256, the routed experts of DeepSeek-V3 and Kimi-K2;
+        # a value is kept only where it divides the model's experts and fits the
+        # vertex's layout (rlplan.rpeg.model.parallel_layout).
+        candidates=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+        label="expert_parallel",
+        tag=lambda value: f"ep{value}",
+        list_name="expert_parallel",
+        written_at_default=False,
+        mixture_only=True,
+    ),
+    Dimension(
+        name="etp",
+        kinds=frozenset({Kind.TRAIN, Kind.INFER}),
+        values=int,
+        default=1,
+        # Expert tensor parallel degree, a divisor of tp: 1 (NeMo RL's and slime's
+        # recipes) up to tp, Megatron's default (NVIDIA/Megatron-LM
+        # megatron/training/arguments.py, validate_args: "if
+        # args.expert_tensor_parallel_size is None: args.expert_tensor_parallel_size =
+        # args.tensor_model_parallel_size").
+        candidates=(1, 2, 4, 8),
+        label="expert_tensor_parallel",
+        tag=lambda value: f"etp{value}",
+        list_name="expert_tensor_parallel",
+        written_at_default=False,
+        mixture_only=True,
+    ),
+    Dimension(
+        name="cp",
+        kinds=frozenset({Kind.TRAIN, Kind.INFER}),
+        values=int,
+        default=1,
+        # Context parallel degree: off unless an instance lists more
+        # (placement.context_parallel), so plan spaces of instances that do not
+        # ask for it are unchanged; Qwen3-235B's long-context recipes use 2.
+        candidates=(1,),
+        label="context_parallel",
+        tag=lambda value: f"cp{value}",
+        list_name="context_parallel",
+        written_at_default=False,
+    ),
 )
 
 
@@ -233,6 +298,18 @@ def dimension(name: str) -> Dimension:
         if declared.name == name:
             return declared
     raise KeyError(name)
+
+
+def shown_dimensions(strategies) -> tuple[Dimension, ...]:
+    """The dimensions reports show for ``strategies``: those plan files always write,
+    and the others where one of the strategies has a value other than the default."""
+    strategies = tuple(strategies)
+    return tuple(
+        declared
+        for declared in DIMENSIONS
+        if declared.written_at_default
+        or any(getattr(strategy, declared.name) != declared.default for strategy in strategies)
+    )
 
 
 def dimensions_of(kind: Kind) -> tuple[Dimension, ...]:

@@ -128,7 +128,7 @@ def test_group_levels_tp8_dp2_on_two_nodes():
     """tp=8, dp=2 on a 2-node block: tp groups stay in a node (g), dp spans nodes (n)."""
     cluster = make_cluster(1, 2, 8)
     # ranks tp fastest: tp group {0..7} and {8..15}; dp groups {i, i+8} cross nodes
-    tp, pp, dp = cluster.group_levels((1, 2, 8), 2, 1, 8)
+    tp, pp, dp, _, _ = cluster.group_levels((1, 2, 8), 2, 1, 8)
     assert (tp, dp) == ("g", "n")
     assert pp == "g"  # pp = 1: no pipeline group
 
@@ -147,20 +147,40 @@ def test_group_levels_tp8_dp2_on_two_nodes():
 def test_group_levels_other_layouts(dp, pp, tp, expected):
     """Group levels follow the rank order tp, then pp, then dp."""
     cluster = make_cluster(1, 2, 8)
-    assert cluster.group_levels((1, 2, 8), dp, pp, tp) == expected
+    assert cluster.group_levels((1, 2, 8), dp, pp, tp)[:3] == expected
 
 
 def test_group_levels_across_racks():
     """On a 2-rack block, dp groups that cross racks are level r."""
     cluster = make_cluster(2, 2, 8)
     # 32 GPUs, tp=8, pp=2, dp=2: dp pairs {i, i+16} sit in different racks
-    assert cluster.group_levels((2, 2, 8), 2, 2, 8) == ("g", "n", "r")
+    assert cluster.group_levels((2, 2, 8), 2, 2, 8)[:3] == ("g", "n", "r")
 
 
 def test_group_levels_inside_a_node_are_g():
     """Any strategy on an in-node block has only g-level groups."""
     cluster = make_cluster(1, 2, 8)
-    assert cluster.group_levels((1, 1, 8), 2, 2, 2) == ("g", "g", "g")
+    assert cluster.group_levels((1, 1, 8), 2, 2, 2) == ("g",) * 5
+
+
+def test_context_and_expert_groups_follow_the_rank_order():
+    """Ranks run tp, cp, pp, dp; a stage's experts fold etp fastest, then ep.
+
+    32 GPUs (4 nodes of 8), tp 2, cp 2, pp 2, dp 4. A cp group is {base + t,
+    base + 2 + t}: inside a node (g). A pp group strides cp*tp = 4 ranks, so
+    {0, 4} is in one node too, and dp strides pp*cp*tp = 8 ranks: level n.
+    Stage 0's ranks are 0-3, 8-11, 16-19, 24-27 (flat positions 0..15); ep 4,
+    etp 1 groups take 4 consecutive flat positions, 0-3 -> ranks 0-3 (g); ep 8
+    takes positions 0-7 -> ranks 0-3 and 8-11, two nodes (n).
+    """
+    cluster = make_cluster(1, 4, 8)
+    assert cluster.group_levels((1, 4, 8), 4, 2, 2, 2, 4, 1) == ("g", "g", "n", "g", "g")
+    assert cluster.group_levels((1, 4, 8), 4, 2, 2, 2, 8, 1)[4] == "n"
+    # etp 2 with ep 4: groups {o, 2+o, 4+o, 6+o} of flat positions -> ranks 0..11 (n)
+    assert cluster.group_levels((1, 4, 8), 4, 2, 2, 2, 4, 2)[4] == "n"
+    # cp 8 at tp 1 on one pipeline stage spans ranks 0..7: one node; cp 16 spans two
+    assert cluster.group_levels((1, 4, 8), 2, 1, 1, 16)[3] == "n"
+    assert cluster.group_levels((1, 4, 8), 4, 1, 1, 8)[3] == "g"
 
 
 def test_span_level():

@@ -10,14 +10,9 @@ from __future__ import annotations
 import pytest
 
 from rlplan.rpeg.model.candidates import enumerate_strategies
-from rlplan.rpeg.model.cost import (
-    CostModel,
-    Strategy,
-    allreduce_time,
-    layer_parameters,
-    p2p_time,
-    parameter_count,
-)
+from rlplan.rpeg.model.collectives import allreduce_time, p2p_time
+from rlplan.rpeg.model.cost import CostModel, Strategy
+from rlplan.rpeg.model.parameters import layer_parameters, parameter_count
 from rlplan.rpeg.schema.models import ModelSpec
 from rlplan.rpeg.templates import Kind, Vertex
 

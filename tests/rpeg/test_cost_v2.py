@@ -270,8 +270,8 @@ def test_zero3_shards_every_state_over_dp(small_instance_data, make_instance):
     zero1 = cost.footprint(TRAIN, Strategy(2, 1, 1, 1))
     assert (zero1.resident, zero1.transient) == (pytest.approx(1_064_960), pytest.approx(45_568))
     # the weight layout of ZeRO-3 over dp 2 differs from every unsharded one
-    assert Strategy(2, 1, 1, 1, sharding="zero3").layout == (1, 1, 2)
-    assert Strategy(2, 1, 1, 1).layout == (1, 1, 1)
+    assert Strategy(2, 1, 1, 1, sharding="zero3").layout == (1, 1, 2, 1, 1)
+    assert Strategy(2, 1, 1, 1).layout == (1, 1, 1, 1, 1)
 
 
 def test_zero3_time_is_communication_bound_per_microbatch(small_instance_data, make_instance):

@@ -195,7 +195,7 @@ def test_cli_check_rejects_a_bad_pin_with_exit_2(cli, tmp_path):
     assert code == 2
     assert err.strip().splitlines() == [
         "error: placement.pin.actor.generate.tpp: unknown field; did you mean 'tp'? "
-        "(allowed: block, dp, pp, tp, gpu_memory_utilization, max_num_seqs)"
+        "(allowed: block, dp, pp, tp, gpu_memory_utilization, max_num_seqs, ep)"
     ]
 
 

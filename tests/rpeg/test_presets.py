@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from rlplan.rpeg.errors import InstanceError
-from rlplan.rpeg.model.cost import CostModel, Strategy, layer_parameters, parameter_count
+from rlplan.rpeg.model.cost import CostModel, Strategy
+from rlplan.rpeg.model.parameters import layer_parameters, parameter_count
 from rlplan.rpeg.schema.fingerprint import instance_fingerprint
 from rlplan.rpeg.schema.hardware import HOST_RATES
 from rlplan.rpeg.schema.instance import load_instance, parse_instance

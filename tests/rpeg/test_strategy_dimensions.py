@@ -44,6 +44,7 @@ def test_each_kind_has_the_plan_file_fields_it_always_had():
         "tp",
         "gpu_memory_utilization",
         "max_num_seqs",
+        "ep",
     )
     assert plan_fields(Kind.INFER) == (
         "dp",
@@ -52,6 +53,9 @@ def test_each_kind_has_the_plan_file_fields_it_always_had():
         "microbatches",
         "micro_batch_size",
         "offload",
+        "ep",
+        "etp",
+        "cp",
     )
     assert plan_fields(Kind.TRAIN) == (
         "dp",
@@ -62,6 +66,9 @@ def test_each_kind_has_the_plan_file_fields_it_always_had():
         "recompute",
         "sharding",
         "offload",
+        "ep",
+        "etp",
+        "cp",
     )
     assert {kind: plan_fields(kind) for kind in Kind} == STRATEGY_FIELDS
 
@@ -73,6 +80,9 @@ def test_the_declared_dimensions_and_where_they_apply():
         "offload",
         "gpu_memory_utilization",
         "max_num_seqs",
+        "ep",
+        "etp",
+        "cp",
     ]
     kinds = {d.name: d.kinds for d in DIMENSIONS}
     assert kinds == {
@@ -81,6 +91,9 @@ def test_the_declared_dimensions_and_where_they_apply():
         "offload": {Kind.TRAIN, Kind.INFER},
         "gpu_memory_utilization": {Kind.GENERATE},
         "max_num_seqs": {Kind.GENERATE},
+        "ep": set(Kind),
+        "etp": {Kind.TRAIN, Kind.INFER},
+        "cp": {Kind.TRAIN, Kind.INFER},
     }
     assert [d.label for d in DIMENSIONS] == [
         "recompute",
@@ -88,6 +101,15 @@ def test_the_declared_dimensions_and_where_they_apply():
         "offload",
         "gpu_memory_utilization",
         "max_num_seqs",
+        "expert_parallel",
+        "expert_tensor_parallel",
+        "context_parallel",
+    ]
+    # the candidate lists of the expert and context parallel degrees
+    assert [d.placement_key for d in DIMENSIONS[5:]] == [
+        "placement.expert_parallel",
+        "placement.expert_tensor_parallel",
+        "placement.context_parallel",
     ]
     assert strategy.dimension("offload").applies_words == "train and infer vertices only"
 
@@ -149,14 +171,17 @@ def test_strategy_fields_follow_the_declaration_in_order():
 
 def test_hash_layout_and_label_come_from_the_declaration():
     zero3 = Strategy(4, 1, 2, 2, Recompute.FULL, Sharding.ZERO3, True)
-    assert hash(zero3) == hash((4, 1, 2, 2, "full", "zero3", True, 0.0, 0))
+    assert hash(zero3) == hash((4, 1, 2, 2, "full", "zero3", True, 0.0, 0, 1, 1, 1))
     assert hash(zero3) == hash(Strategy(4, 1, 2, 2, "full", "zero3", True))
-    assert zero3.layout == (2, 1, 4)
-    assert Strategy(4, 1, 2, 2).layout == (2, 1, 1)
+    assert zero3.layout == (2, 1, 4, 1, 1)
+    assert Strategy(4, 1, 2, 2).layout == (2, 1, 1, 1, 1)
     assert zero3.label() == "dp4 pp1 tp2 mb2 recompute zero3 offload"
     assert Strategy(4, 1, 2, 2).label() == "dp4 pp1 tp2 mb2"
     rollout = Strategy(8, 1, 1, gpu_memory_utilization=0.8, max_num_seqs=256)
     assert rollout.label() == "dp8 pp1 tp1 u0.8 s256"
+    experts = Strategy(4, 1, 2, 2, ep=8, etp=2, cp=2)
+    assert experts.label() == "dp4 pp1 tp2 mb2 ep8 etp2 cp2"
+    assert experts.layout == (2, 1, 1, 8, 2) and experts.gpus == 16
 
 
 # -- a throw-away dimension -------------------------------------------------------------

@@ -118,7 +118,7 @@ def test_fused_template(recompute):
 
 def test_fused_model_has_the_actor_parameters_plus_a_value_head():
     """P_ac = P_actor + d; ac.train's candidates cost what the actor's do, up to that head."""
-    from rlplan.rpeg.model.cost import parameter_count
+    from rlplan.rpeg.model.parameters import parameter_count
 
     prob = problem()
     spec = prob.instance.models["ac"]

@@ -331,10 +331,10 @@ class Simulator:
                 first.size,
                 second.start,
                 second.size,
-                # (tp, pp, ZeRO-3 shards): what the source's weights look like.
+                # (tp, pp, ZeRO-3 shards, ep, etp): what the source's weights look
+                # like; the destination's decides the shard it receives.
                 *origin.layout,
-                destination.tp,
-                destination.pp,
+                *destination.layout,
             )
             lag = cache.get(key)
             if lag is None:

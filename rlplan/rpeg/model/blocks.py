@@ -95,7 +95,7 @@ class Cluster:
         self.min_block_gpus = min_block_gpus
         self.num_gpus = hardware.num_gpus
         self.gpus_per_rack = hardware.gpus_per_rack
-        self._group_levels: dict[tuple, tuple[str, str, str]] = {}
+        self._group_levels: dict[tuple, tuple[str, str, str, str, str]] = {}
 
     def flat_index(self, rack: int, node: int, gpu: int) -> int:
         """Flat index of GPU (rack, node, gpu)."""
@@ -219,41 +219,84 @@ class Cluster:
         return self.range_level(min(first.start, second.start), max(first.end, second.end) - 1)
 
     def group_levels(
-        self, extent: tuple[int, int, int], dp: int, pp: int, tp: int
-    ) -> tuple[str, str, str]:
-        """Worst level of the tp, pp and dp groups of a strategy on a block shape.
+        self,
+        extent: tuple[int, int, int],
+        dp: int,
+        pp: int,
+        tp: int,
+        cp: int = 1,
+        ep: int = 1,
+        etp: int = 1,
+    ) -> tuple[str, str, str, str, str]:
+        """Worst level of the tp, pp, dp, cp and ep groups of a strategy on a block shape.
 
-        Ranks are ordered tp fastest, then pp, then dp. Blocks are aligned, so
-        the levels are computed as if the block started at GPU 0; they are
-        cached per (shape, dp, pp, tp), which many candidates share.
+        Ranks are ordered tp fastest, then cp, then pp, then dp. The experts of
+        a pipeline stage are folded over its ranks in that order (Megatron's
+        MoE parallel folding): etp fastest, then ep, then the expert copies
+        (docs/plan-space.md#expert-and-context-parallelism). Blocks are
+        aligned, so the levels are computed as if the block started at GPU 0;
+        they are cached per (shape, degrees), which many candidates share.
         """
-        key = (extent, dp, pp, tp)
+        key = (extent, dp, pp, tp, cp, ep, etp)
         found = self._group_levels.get(key)
         if found is None:
-            found = self._group_levels[key] = self._compute_group_levels(extent, dp, pp, tp)
+            found = self._compute_group_levels(extent, dp, pp, tp, cp, ep, etp)
+            self._group_levels[key] = found
         return found
 
     def _compute_group_levels(
-        self, extent: tuple[int, int, int], dp: int, pp: int, tp: int
-    ) -> tuple[str, str, str]:
+        self,
+        extent: tuple[int, int, int],
+        dp: int,
+        pp: int,
+        tp: int,
+        cp: int = 1,
+        ep: int = 1,
+        etp: int = 1,
+    ) -> tuple[str, str, str, str, str]:
         """:meth:`group_levels` without the cache, walking every rank of a multi-node block."""
         size = extent[0] * extent[1] * extent[2]
         if size <= self.gpus_per_node:
-            return ("g", "g", "g")
-        worst = {"tp": "g", "pp": "g", "dp": "g"}
+            return ("g", "g", "g", "g", "g")
+        worst = dict.fromkeys(("tp", "pp", "dp", "cp", "ep"), "g")
 
         def update(key: str, low: int, high: int) -> None:
             level = self.range_level(low, high)
             if LEVEL_ORDER[level] > LEVEL_ORDER[worst[key]]:
                 worst[key] = level
 
+        inner = cp * tp
         for replica in range(dp):
-            for offset in range(tp):
-                base = replica * pp * tp + offset
-                update("pp", base, base + (pp - 1) * tp)
+            for offset in range(inner):
+                base = replica * pp * inner + offset
+                update("pp", base, base + (pp - 1) * inner)
             for stage in range(pp):
-                base = replica * pp * tp + stage * tp
-                update("tp", base, base + tp - 1)
-        for offset in range(pp * tp):
-            update("dp", offset, offset + (dp - 1) * pp * tp)
-        return (worst["tp"], worst["pp"], worst["dp"])
+                base = (replica * pp + stage) * inner
+                for context in range(cp):
+                    update("tp", base + context * tp, base + context * tp + tp - 1)
+                for offset in range(tp):
+                    update("cp", base + offset, base + offset + (cp - 1) * tp)
+        for offset in range(pp * inner):
+            update("dp", offset, offset + (dp - 1) * pp * inner)
+        if ep > 1:
+            self._expert_levels(update, dp, pp, inner, ep, etp)
+        return (worst["tp"], worst["pp"], worst["dp"], worst["cp"], worst["ep"])
+
+    @staticmethod
+    def _expert_levels(update, dp: int, pp: int, inner: int, ep: int, etp: int) -> None:
+        """Update the ep level with every expert-parallel group of the first stage.
+
+        A stage's ranks, flattened tp fastest, then cp, then dp, hold the
+        experts etp fastest, then ep: group (copy g, offset o) is the flat
+        positions ``(g*ep + j)*etp + o``; every stage has the same spans.
+        """
+
+        def rank(flat: int) -> int:
+            replica, position = divmod(flat, inner)
+            return replica * pp * inner + position
+
+        for copy in range(dp * inner // (ep * etp)):
+            for offset in range(etp):
+                first = rank(copy * ep * etp + offset)
+                last = rank((copy * ep + ep - 1) * etp + offset)
+                update("ep", first, last)

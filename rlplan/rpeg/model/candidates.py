@@ -13,10 +13,13 @@ import itertools
 from dataclasses import dataclass
 
 from rlplan.rpeg.model.blocks import Block, Cluster
-from rlplan.rpeg.model.cost import CostModel, Footprint, Strategy
+from rlplan.rpeg.model.cost import CostModel, Strategy
 from rlplan.rpeg.model.frameworks import FRAMEWORKS, Framework
+from rlplan.rpeg.model.memory_terms import Footprint
+from rlplan.rpeg.model.parallel_layout import context_problem, expert_problem
 from rlplan.rpeg.model.pinning import block_pin_problem, pin_strategy_problem
 from rlplan.rpeg.schema.instance import Instance, PlacementConfig
+from rlplan.rpeg.schema.models import ModelSpec
 from rlplan.rpeg.schema.pins import Pins
 from rlplan.rpeg.strategy import DIMENSIONS, Dimension, dimensions_of, value_word
 from rlplan.rpeg.templates import FUSED, SEPARATE, Kind, Template, Vertex, build_template
@@ -105,18 +108,24 @@ def _list_problem(
     placement = instance.placement
     size = shape[0] * shape[1] * shape[2]
     dp, pp, tp, mb = strategy.dp, strategy.pp, strategy.tp, strategy.microbatches
-    if min(dp, pp, tp, mb) < 1:
-        return "dp, pp, tp and microbatches must be positive"
-    if dp * pp * tp != size:
-        return f"dp*pp*tp = {dp * pp * tp} differs from the block's {size} GPUs"
-    if tp & (tp - 1) or shape[2] % tp:
-        return f"tp {tp} must be a power of two dividing the block's node width {shape[2]}"
+    if min(dp, pp, tp, mb, strategy.cp, strategy.ep, strategy.etp) < 1:
+        return "dp, pp, tp, cp, ep, etp and microbatches must be positive"
+    if strategy.gpus != size:
+        return f"dp*cp*pp*tp = {strategy.gpus} differs from the block's {size} GPUs"
+    problem = _tensor_problem(spec, vertex.kind, shape, tp)
+    if problem is not None:
+        return problem
     if spec.heads % tp:
         return f"tp {tp} does not divide the {spec.heads} attention heads of the {vertex.model}"
     if pp > spec.layers:
         return f"pp {pp} exceeds the {spec.layers} layers of the {vertex.model}"
     if dp > instance.workload.sequences:
         return f"dp {dp} exceeds the {instance.workload.sequences} sequences of a step"
+    problem = expert_problem(spec, vertex.kind, dp, tp, strategy.cp, strategy.ep, strategy.etp)
+    if problem is None:
+        problem = context_problem(strategy.cp, instance.workload.total_length)
+    if problem is not None:
+        return problem
     replica = -(-instance.workload.sequences // dp)
     if vertex.kind is Kind.GENERATE:
         if mb != 1:
@@ -132,11 +141,39 @@ def _list_problem(
             vertex.name, vertex.kind, declared.name
         ):
             continue  # the framework sets it: its rule (strategy_problem) names the value
+        if declared.mixture_only and not spec.is_moe:
+            continue  # a dense model's value is 1: expert_problem says so otherwise
         listed = getattr(placement, declared.name)
         problem = _dimension_problem(declared, vertex.kind, listed, strategy)
         if problem is not None:
             return problem
     return None
+
+
+def _tensor_problem(
+    spec: ModelSpec, kind: Kind, shape: tuple[int, int, int], tp: int
+) -> str | None:
+    """Why ``tp`` is outside the plan space on ``shape`` (None: inside).
+
+    tp is a power of two dividing the block's node width; a rollout of a
+    mixture of experts may also span whole nodes (published DeepSeek-V3
+    rollouts run vLLM at tp 32 over 4 nodes), tp a multiple of the node width
+    dividing the block (docs/plan-space.md#expert-and-context-parallelism).
+    """
+    size = shape[0] * shape[1] * shape[2]
+    if not tp & (tp - 1):
+        if shape[2] % tp == 0:
+            return None
+        if kind is Kind.GENERATE and spec.is_moe and tp % shape[2] == 0 and size % tp == 0:
+            return None
+    return f"tp {tp} must be a power of two dividing the block's node width {shape[2]}"
+
+
+def tensor_degrees(spec: ModelSpec, kind: Kind, shape: tuple[int, int, int]) -> list[int]:
+    """Every tp of the plan space on ``shape`` (before the head and layer checks)."""
+    size = shape[0] * shape[1] * shape[2]
+    degrees = [tp for tp in _powers_of_two_dividing(size)]
+    return [tp for tp in degrees if _tensor_problem(spec, kind, shape, tp) is None]
 
 
 def dimension_values(instance: Instance, vertex: Vertex, declared: Dimension) -> tuple:
@@ -204,31 +241,47 @@ def enumerate_strategies(
 ) -> list[Strategy]:
     """Every strategy of the plan space (pins included) for ``vertex`` on a block of ``shape``."""
     placement = instance.placement
+    spec = instance.models[vertex.model]
     size = shape[0] * shape[1] * shape[2]
-    applying = dimensions_of(vertex.kind)
-    variants = [
-        dict(zip((declared.name for declared in applying), values, strict=True))
-        for values in itertools.product(
-            *(dimension_values(instance, vertex, declared) for declared in applying)
-        )
-    ]
     strategies = []
-    for tp in _powers_of_two_dividing(shape[2]):
-        if size % tp:
-            continue
-        rest = size // tp
-        for pp in range(1, rest + 1):
-            if rest % pp:
+    for values in _dimension_variants(instance, vertex, spec):
+        cp = values.get("cp", 1)
+        for tp in tensor_degrees(spec, vertex.kind, shape):
+            if size % (tp * cp):
                 continue
-            dp = rest // pp
-            replica = -(-instance.workload.sequences // dp)
-            counts = (1,) if vertex.kind is Kind.GENERATE else placement.microbatch_counts(replica)
-            for mb in counts:
-                for values in variants:
+            rest = size // (tp * cp)
+            for pp in range(1, rest + 1):
+                if rest % pp:
+                    continue
+                dp = rest // pp
+                replica = -(-instance.workload.sequences // dp)
+                counts = (
+                    (1,) if vertex.kind is Kind.GENERATE else placement.microbatch_counts(replica)
+                )
+                for mb in counts:
                     strategy = Strategy(dp, pp, tp, mb, **values)
                     if strategy_problem(instance, vertex, shape, strategy) is None:
                         strategies.append(strategy)
     return strategies
+
+
+def _dimension_variants(instance: Instance, vertex: Vertex, spec: ModelSpec) -> list[dict]:
+    """Every combination of the dimension values ``vertex`` may take (dense models: no experts)."""
+    applying = dimensions_of(vertex.kind)
+    choices = []
+    for declared in applying:
+        values = dimension_values(instance, vertex, declared)
+        if declared.mixture_only and not spec.is_moe:
+            values = tuple(value for value in values if value == declared.default) or (
+                declared.default,
+            )
+        elif declared.mixture_only:
+            values = tuple(value for value in values if spec.experts % value == 0)
+        choices.append(values)
+    names = [declared.name for declared in applying]
+    return [
+        dict(zip(names, combination, strict=True)) for combination in itertools.product(*choices)
+    ]
 
 
 class CandidateDirectory:

@@ -101,7 +101,8 @@ def make_staleness(values: dict[str, int]) -> tuple[tuple[str, int], ...]:
 def vertex_to_json(
     directory: CandidateDirectory, vertex: int, placement: Placement
 ) -> dict[str, Any]:
-    """One vertex's placement in plan-file form, every field that applies to it explicit."""
+    """One vertex's placement in plan-file form, every field that applies to it explicit
+    (the expert and context parallel degrees only where they are not 1)."""
     strategy = placement.strategy
     kind = directory.template.vertices[vertex].kind
     entry: dict[str, Any] = {
@@ -114,7 +115,9 @@ def vertex_to_json(
         entry["microbatches"] = strategy.microbatches
         entry["micro_batch_size"] = directory.cost.microbatch_sequences(strategy)
     for declared in dimensions_of(kind):
-        entry[declared.name] = _plain(getattr(strategy, declared.name))
+        value = getattr(strategy, declared.name)
+        if declared.written_at_default or value != declared.default:
+            entry[declared.name] = _plain(value)
     return entry
 
 

@@ -19,6 +19,7 @@ from rlplan.rpeg.schema.fields import (
     ValueType,
     check_fields,
     keys,
+    one_of,
     read_fields,
 )
 
@@ -36,19 +37,6 @@ DEFAULT_ROLLOUT_WORKSPACE = 3.27e9
 OFFLOAD_MEMORY = ("pinned", "pageable")
 #: vLLM sleep levels of a colocated rollout engine (docs/cost-model.md#colocation).
 SLEEP_LEVELS = (1, 2)
-
-
-def _one_of(allowed: tuple, words: str) -> ValueType:
-    """A value that must be one of ``allowed``."""
-
-    def check(value: Any, path: str) -> Any:
-        if isinstance(value, str):
-            value = value.strip()
-        if isinstance(value, bool) or value not in allowed:
-            raise InstanceError(path, f"must be {words}, got {describe(value)}")
-        return value
-
-    return ValueType(words, check, lambda limit: {"enum": list(allowed)})
 
 
 #: RL frameworks whose plan spaces ``engine.framework`` may name
@@ -112,13 +100,13 @@ ENGINE_FIELDS = (
     ),
     Field(
         "offload_memory",
-        _one_of(OFFLOAD_MEMORY, "pinned or pageable"),
+        one_of(OFFLOAD_MEMORY, "pinned or pageable"),
         "pinned",
         "Host memory offloaded training states live in: pinned or pageable",
     ),
     Field(
         "sleep_level",
-        _one_of(SLEEP_LEVELS, "1 or 2"),
+        one_of(SLEEP_LEVELS, "1 or 2"),
         1,
         "vLLM sleep level of a colocated rollout: 1 keeps its weights in host memory, 2 drops them",
     ),

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rlplan.rpeg.errors import InstanceError
+from rlplan.rpeg.errors import InstanceError, describe
 from rlplan.rpeg.schema import checks
 from rlplan.rpeg.schema.limits import LIMITS, Range, limit_key
 
@@ -279,6 +279,19 @@ BANDWIDTH = ValueType(
 )
 BOOLEAN = ValueType("true or false", checks.boolean, lambda limit: {"type": "boolean"})
 TEXT = ValueType("text", checks.text, lambda limit: {"type": "string"}, nullable=False)
+
+
+def one_of(allowed: tuple, words: str) -> ValueType:
+    """A value that must be one of ``allowed`` (text is stripped first)."""
+
+    def check(value: Any, path: str) -> Any:
+        if isinstance(value, str):
+            value = value.strip()
+        if isinstance(value, bool) or value not in allowed:
+            raise InstanceError(path, f"must be {words}, got {describe(value)}")
+        return value
+
+    return ValueType(words, check, lambda limit: {"enum": list(allowed)})
 
 
 def structured(name: str, schema: Callable[[], dict[str, Any]]) -> ValueType:

@@ -95,17 +95,17 @@ class PlacementConfig:
                 "placement.microbatches",
                 "give exactly one of placement.microbatches and placement.micro_batch_sizes",
             )
-        counts = ["microbatches", "micro_batch_sizes"]
-        counts += [declared.name for declared in DIMENSIONS if declared.values is int]
-        for name in counts:
+        counts = [("microbatches", "microbatches"), ("micro_batch_sizes", "micro_batch_sizes")]
+        counts += [(d.name, d.list_key) for d in DIMENSIONS if d.values is int]
+        for name, key in counts:
             values = getattr(self, name)
             if values is None:
                 continue
             if not values:
-                raise InstanceError(f"placement.{name}", "must not be empty")
-            check_list_size(values, f"placement.{name}")
+                raise InstanceError(f"placement.{key}", "must not be empty")
+            check_list_size(values, f"placement.{key}")
             for index, value in enumerate(values):
-                positive_int(value, f"placement.{name}[{index}]")
+                positive_int(value, f"placement.{key}[{index}]")
         for declared in DIMENSIONS:
             if declared.values is int:
                 continue
@@ -189,7 +189,7 @@ _PLACEMENT_KEYS = (
     "min_block_gpus",
     "microbatches",
     "micro_batch_sizes",
-    *(declared.name for declared in DIMENSIONS),
+    *(declared.list_key for declared in DIMENSIONS),
     LEGACY_CONCURRENCY,
     "pin",
 )
@@ -225,7 +225,7 @@ def parse_placement(data: Any) -> PlacementConfig:
             section["micro_batch_sizes"], "placement.micro_batch_sizes"
         )
     for declared in DIMENSIONS:
-        raw = section.get(declared.name)
+        raw = section.get(declared.list_key)
         if raw is None:
             continue
         if declared.values is int:

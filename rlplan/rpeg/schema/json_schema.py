@@ -206,7 +206,7 @@ def _fraction_list() -> dict[str, Any]:
 def _dimension_list(declared: Dimension) -> ValueType:
     """The type of a dimension's candidate list ``placement.<name>``."""
     if declared.values is int:
-        return _listed(_int_list(declared.name), "counts")
+        return _listed(_int_list(declared.list_key), "counts")
     if declared.values is float:
         return _listed(_fraction_list(), "fractions")
     return _listed(_choices(declared.choices), "choices")
@@ -248,7 +248,7 @@ _PLACEMENT_VALUES: dict[str, tuple[ValueType, str]] = {
         "Sequences per micro-batch and replica (excludes microbatches)",
     ),
     **{
-        declared.name: (
+        declared.list_key: (
             _dimension_list(declared),
             f"{declared.label} candidates ({declared.applies_words})",
         )

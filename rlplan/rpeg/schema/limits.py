@@ -92,6 +92,19 @@ LIMITS: dict[str, Range] = {
     "model.head_dim": Range(1, 4096, "elements"),
     "model.kv_heads": Range(1, 4096, "heads"),
     "model.attention_heads": Range(1, 4096, "heads"),
+    # Mixtures of experts: up to 4,096 routed experts (DeepSeek-V3 and Kimi-K2
+    # have 256 and 384) and multi-head latent attention ranks up to 65,536.
+    "model.experts": Range(1, 4096, "experts"),
+    "model.experts_per_token": Range(1, 4096, "experts"),
+    "model.expert_ffn_dim": Range(1, 1048576, "elements"),
+    "model.shared_experts": Range(0, 4096, "experts"),
+    "model.shared_expert_ffn_dim": Range(1, 1048576, "elements"),
+    "model.dense_layers": Range(0, 1024, "layers"),
+    "model.q_lora_rank": Range(1, 65536, "elements"),
+    "model.kv_lora_rank": Range(1, 65536, "elements"),
+    "model.qk_rope_head_dim": Range(1, 4096, "elements"),
+    "model.qk_nope_head_dim": Range(1, 4096, "elements"),
+    "model.v_head_dim": Range(1, 4096, "elements"),
     # A rule reward (models.reward, kind rule): up to an hour per sample (a
     # sandboxed test suite) and 65,536 workers.
     "model.seconds_per_sample": Range(0, 3600, "seconds per sample"),
@@ -127,12 +140,19 @@ LIMITS: dict[str, Range] = {
     "placement.microbatches[]": Range(1, 65536, "micro-batches"),
     "placement.micro_batch_sizes[]": Range(1, 65536, "sequences"),
     "placement.max_num_seqs[]": Range(1, 65536, "sequences"),
+    # Expert, expert tensor and context parallel degrees up to 4,096 GPUs.
+    "placement.expert_parallel[]": Range(1, 4096, "GPUs"),
+    "placement.expert_tensor_parallel[]": Range(1, 4096, "GPUs"),
+    "placement.context_parallel[]": Range(1, 4096, "GPUs"),
     "placement.concurrency[]": Range(1, 65536, "sequences"),
     "placement.pin.*.dp": Range(1, MAX_GPUS, "replicas"),
     "placement.pin.*.pp": Range(1, MAX_GPUS, "stages"),
     "placement.pin.*.tp": Range(1, 256, "GPUs"),
     "placement.pin.*.microbatches": Range(1, 65536, "micro-batches"),
     "placement.pin.*.max_num_seqs": Range(1, 65536, "sequences"),
+    "placement.pin.*.ep": Range(1, 4096, "GPUs"),
+    "placement.pin.*.etp": Range(1, 4096, "GPUs"),
+    "placement.pin.*.cp": Range(1, 4096, "GPUs"),
     "placement.pin.staleness.*": Range(0, MAX_K_EVAL, "steps"),
     "engine.rollout_workspace": Range(0, 1e13, "bytes"),
     # solver.*: the rules of rlplan.rpeg.schema.solver_options (shared with the API and flags).
@@ -148,6 +168,17 @@ _MODEL_FIELDS = (
     "head_dim",
     "kv_heads",
     "attention_heads",
+    "experts",
+    "experts_per_token",
+    "expert_ffn_dim",
+    "shared_experts",
+    "shared_expert_ffn_dim",
+    "dense_layers",
+    "q_lora_rank",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "v_head_dim",
 )
 _INDEX = re.compile(r"\[\d+\]")
 

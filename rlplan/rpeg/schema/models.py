@@ -33,6 +33,7 @@ from rlplan.rpeg.schema.fields import (
     keys,
     read_fields,
 )
+from rlplan.rpeg.schema.mixture import GQA, MLA, MLA_FIELDS, MOE_FIELDS, mixture_problem
 from rlplan.rpeg.schema.policy import KNOWN_ROLES, REQUIRED_ROLES
 from rlplan.rpeg.schema.presets import expand_model
 
@@ -53,6 +54,8 @@ MODEL_FIELDS = (
         "Query heads when their width differs from hidden_dim (default: hidden_dim / head_dim)",
     ),
     Field("tied_embeddings", BOOLEAN, False, "Whether the output head shares the embedding"),
+    *MOE_FIELDS,
+    *MLA_FIELDS,
 )
 #: What a ``models.<role>`` entry is: a transformer (the default) or a rule.
 MODEL_KIND, RULE_KIND = "model", "rule"
@@ -130,6 +133,12 @@ class ModelSpec:
         Whether the language-model head shares the input embedding's
         weights (Hugging Face ``tie_word_embeddings``): such a model stores
         ``V*d`` parameters fewer.
+    experts, experts_per_token, expert_ffn_dim, shared_experts, shared_expert_ffn_dim, dense_layers
+        The mixture of experts (:mod:`rlplan.rpeg.schema.mixture`; ``experts``
+        None: a dense model). ``shared_expert_ffn_dim`` defaults to
+        ``shared_experts * expert_ffn_dim``.
+    attention, q_lora_rank, kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim
+        ``gqa`` or ``mla`` (multi-head latent attention) and the MLA ranks.
     """
 
     layers: int
@@ -141,10 +150,29 @@ class ModelSpec:
     gated_ffn: bool = True
     attention_heads: int | None = None
     tied_embeddings: bool = False
+    experts: int | None = None
+    experts_per_token: int | None = None
+    expert_ffn_dim: int | None = None
+    shared_experts: int = 0
+    shared_expert_ffn_dim: int | None = None
+    dense_layers: int = 0
+    attention: str = GQA
+    q_lora_rank: int | None = None
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    qk_nope_head_dim: int | None = None
+    v_head_dim: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("layers", "hidden_dim", "ffn_dim", "vocab_size", "head_dim"):
             positive_int(getattr(self, name), name)
+        problem = mixture_problem({name: getattr(self, name) for name in self.__dataclass_fields__})
+        if problem is not None:
+            raise problem
+        if self.shared_experts and self.shared_expert_ffn_dim is None:
+            object.__setattr__(
+                self, "shared_expert_ffn_dim", self.shared_experts * self.expert_ffn_dim
+            )
         if self.attention_heads is not None:
             positive_int(self.attention_heads, "attention_heads")
             if self.attention_heads * self.head_dim == self.hidden_dim:
@@ -172,8 +200,26 @@ class ModelSpec:
 
     @property
     def q_width(self) -> int:
-        """Width of the query and attention output ``heads * head_dim`` (``hidden_dim`` mostly)."""
+        """Mean width of the attention's score and value products per token.
+
+        ``heads * head_dim`` (``hidden_dim`` mostly); under MLA the query-key
+        heads are ``qk_nope_head_dim + qk_rope_head_dim`` wide and the value
+        heads ``v_head_dim``, so their mean: ``heads * (qk + v) / 2``.
+        """
+        if self.attention == MLA:
+            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+            return self.heads * (qk + self.v_head_dim) // 2
         return self.heads * self.head_dim
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether the model is a mixture of experts."""
+        return self.experts is not None
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers with routed experts: ``layers - dense_layers`` (0 for a dense model)."""
+        return self.layers - self.dense_layers if self.is_moe else 0
 
 
 def entry_kind(section: Any, path: str) -> str:

@@ -1,0 +1,22 @@
+"""Alpha-beta times of collectives and point-to-point transfers (docs/cost-model.md)."""
+
+from __future__ import annotations
+
+
+def allreduce_time(nbytes: float, ranks: int, alpha: float, beta: float) -> float:
+    """Ring all-reduce: ``2(p-1)*alpha + 2(p-1)/p * n * beta`` (0 for one rank)."""
+    if ranks <= 1:
+        return 0.0
+    return 2 * (ranks - 1) * alpha + 2 * (ranks - 1) / ranks * nbytes * beta
+
+
+def allgather_time(nbytes: float, ranks: int, alpha: float, beta: float) -> float:
+    """Ring all-gather (or reduce-scatter) of ``n`` bytes: ``(p-1)*alpha + (p-1)/p * n * beta``."""
+    if ranks <= 1:
+        return 0.0
+    return (ranks - 1) * alpha + (ranks - 1) / ranks * nbytes * beta
+
+
+def p2p_time(nbytes: float, alpha: float, beta: float) -> float:
+    """Point-to-point transfer: ``alpha + n * beta``."""
+    return alpha + nbytes * beta
