@@ -92,6 +92,51 @@ def reference_apart() -> dict[str, Any]:
     return plan
 
 
+def moe(**engine: Any) -> Problem:
+    """tiny_grpo_4gpu with a mixture-of-experts actor (8 experts, top 2, FFN 1024 each).
+
+    ep 1, 2 or 4, etp 1 or 2 and cp 1 or 2 among the candidates; generations
+    of 101 tokens at the median and 256 at most, so a sequence holds 242.5
+    tokens on average (128 of prompt).
+    """
+    data = read_yaml_file(ROOT / "instances" / "tiny_grpo_4gpu.yaml")
+    data["engine"].update(recompute_logprobs=True, **engine)
+    data["models"]["actor"].update(experts=8, experts_per_token=2, expert_ffn_dim=1024)
+    placement = data["placement"]
+    placement.update(offload=[False, True], microbatches=[1, 3], expert_parallel=[1, 2, 4])
+    placement.update(expert_tensor_parallel=[1, 2], context_parallel=[1, 2])
+    data["workload"]["gen_quantiles"] = [[0.5, 101], [1.0, 256]]
+    return Problem.from_instance(parse_instance(data, "tiny_moe_grpo_4gpu"))
+
+
+def moe_dp_attention() -> dict[str, Any]:
+    """One rollout engine of ep 2 over tp 1 on GPUs 0-1 (2 attention replicas); Megatron dp 2,
+    cp 2, ep 2, etp 1 on all four GPUs, 3 microbatches of ceil(16 / 3) = 6 sequences."""
+    plan = grpo_colocated()
+    vertices = plan["vertices"]
+    vertices["actor.generate"].update(dp=2, tp=1, ep=2)
+    for name in ("actor.infer", "reference.infer", "actor.train"):
+        vertices[name].update(dp=2, tp=1, cp=2, ep=2, microbatches=3)
+    return plan
+
+
+def moe_expert_tensor() -> dict[str, Any]:
+    """A rollout engine of ep 2 = tp 2 (no dp attention); Megatron tp 2, cp 2, ep 2, etp 2."""
+    plan = grpo_colocated()
+    vertices = plan["vertices"]
+    vertices["actor.generate"].update(dp=1, tp=2, ep=2)
+    for name in ("actor.infer", "reference.infer", "actor.train"):
+        vertices[name].update(dp=1, tp=2, cp=2, ep=2, etp=2)
+    return plan
+
+
+def moe_logprobs_ep1() -> dict[str, Any]:
+    """Inside slime's rules (they compare tp, pp and dp), but actor.infer at ep 1."""
+    plan = moe_dp_attention()
+    plan["vertices"]["actor.infer"]["ep"] = 1
+    return plan
+
+
 def built(build: Any, document: Any) -> tuple[Problem, Plan]:
     """(problem, plan) of a problem builder and a plan document builder."""
     made = build()
@@ -120,6 +165,9 @@ HAND = {
     "async-offloaded": lambda: built(grpo, async_offloaded),
     "rollout-pp2": lambda: built(grpo, rollout_pp2),
     "reward-on-actor": lambda: built(grpo, reward_on_actor),
+    "moe-dp-attention": lambda: built(moe, moe_dp_attention),
+    "moe-expert-tensor": lambda: built(moe, moe_expert_tensor),
+    "moe-logprobs-ep1": lambda: built(moe, moe_logprobs_ep1),
 }
 
 

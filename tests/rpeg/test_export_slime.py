@@ -212,6 +212,8 @@ DERIVED = [
     ("ppo", "--advantage-estimator", "ppo"),
     ("static-tp2", "--tensor-model-parallel-size", 2),
     ("static-tp2", "--sequence-parallel", True),  # tp 2
+    # etp 1 written: Megatron's default would be tp (validate_args), 2 here
+    ("static-tp2", "--expert-tensor-parallel-size", 1),
     ("static-tp2", "--rollout-num-gpus-per-engine", 2),  # rollout tp 2
     # 32 samples, dp 2: the plan's ceil(16 / 3) = 6 x 2 = 12 and 5 x 2 = 10 do not divide
     # 32, 4 x 2 = 8 does
@@ -223,6 +225,22 @@ DERIVED = [
     ("no-reference", "--use-rollout-logprobs", True),  # no actor.infer
     ("rollout-pp2", "--sglang-pp-size", 2),
     ("rollout-pp2", "--rollout-num-gpus-per-engine", 2),  # tp 1 x pp 2
+    # mixture of experts: an engine of ep 2 over tp 1 is SGLang tp 2, ep 2, dp attention 2
+    ("moe-dp-attention", "--rollout-num-gpus-per-engine", 2),  # ep 2 x pp 1
+    ("moe-dp-attention", "--sglang-ep-size", 2),
+    ("moe-dp-attention", "--sglang-enable-dp-attention", True),  # ep 2 > tp 1
+    ("moe-dp-attention", "--sglang-dp-size", 2),  # ep 2 / tp 1 attention replicas
+    ("moe-dp-attention", "--sglang-max-running-requests", 64),  # max_num_seqs 32 x 2 replicas
+    ("moe-dp-attention", "--context-parallel-size", 2),
+    ("moe-dp-attention", "--expert-model-parallel-size", 2),
+    ("moe-dp-attention", "--expert-tensor-parallel-size", 1),
+    # 6 sequences x 242.5 tokens = 1455 per micro-batch, over cp 2: 727.5, up: 728
+    ("moe-dp-attention", "--max-tokens-per-gpu", 728),
+    ("moe-expert-tensor", "--sglang-ep-size", 2),  # ep 2 = tp 2: experts over the engine's tp
+    ("moe-expert-tensor", "--sglang-max-running-requests", 32),  # one attention replica
+    ("moe-expert-tensor", "--rollout-num-gpus-per-engine", 2),
+    ("moe-expert-tensor", "--expert-tensor-parallel-size", 2),
+    ("moe-expert-tensor", "--tensor-model-parallel-size", 2),
 ]
 
 
@@ -245,6 +263,9 @@ ABSENT = [
     ("no-reference", "--use-kl-loss"),  # no reference model
     ("grpo-colocated", "--recompute-granularity"),  # recompute none
     ("grpo-colocated", "--sglang-server-concurrency"),  # 32 running requests <= 512
+    ("grpo-colocated", "--sglang-ep-size"),  # a dense model
+    ("moe-expert-tensor", "--sglang-enable-dp-attention"),  # ep 2 = tp 2: one replica
+    ("moe-expert-tensor", "--sglang-dp-size"),
 ]
 
 
@@ -319,6 +340,17 @@ def test_a_layout_of_its_own_is_a_comment_line():
     assert (
         "not expressible in slime: actor.infer on GPUs 0-3 (tp 2, pp 1, dp 2, cp 1, ep 1, etp 1) "
         "while actor.train on GPUs 0-3 (tp 1, pp 1, dp 4, cp 1, ep 1, etp 1): slime computes it "
+        "on actor.train's Megatron model, on its GPUs and in its layout"
+    ) in _comments(problem, plan)
+
+
+def test_expert_layout_of_its_own_is_a_comment_line():
+    """Inside slime's rules (they compare tp, pp and dp), old log-probs at ep 1 while the actor
+    trains at ep 2: slime runs them on the training model, at ep 2."""
+    problem, plan = HAND["moe-logprobs-ep1"]()
+    assert (
+        "not expressible in slime: actor.infer on GPUs 0-3 (tp 1, pp 1, dp 2, cp 2, ep 1, etp 1) "
+        "while actor.train on GPUs 0-3 (tp 1, pp 1, dp 2, cp 2, ep 2, etp 1): slime computes it "
         "on actor.train's Megatron model, on its GPUs and in its layout"
     ) in _comments(problem, plan)
 

@@ -26,11 +26,12 @@ def strategy(facts: PlanFacts, name: str) -> Strategy:
 
 
 def degree(facts: PlanFacts, name: str, field: str) -> int:
-    """A parallel degree of vertex ``name`` (``tp``, ``pp``, ``dp``, ``cp``, ``ep``, ``etp``).
+    """A parallel degree of vertex ``name``: ``tp``, ``pp``, ``dp``, ``cp``, ``ep`` or ``etp``.
 
-    Dimensions a strategy does not have are 1 (dense models, generate vertices' etp and cp).
+    Every strategy has all six (ep, etp and cp 1 unless set: a dense model, a
+    generate vertex's etp and cp; rlplan/rpeg/strategy.py).
     """
-    return int(getattr(strategy(facts, name), field, 1))
+    return int(getattr(strategy(facts, name), field))
 
 
 def _interval(start: int, size: int) -> range:
