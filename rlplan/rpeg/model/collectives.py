@@ -20,3 +20,14 @@ def allgather_time(nbytes: float, ranks: int, alpha: float, beta: float) -> floa
 def p2p_time(nbytes: float, alpha: float, beta: float) -> float:
     """Point-to-point transfer: ``alpha + n * beta``."""
     return alpha + nbytes * beta
+
+
+def alltoall_time(nbytes: float, ranks: int, alpha: float, beta: float) -> float:
+    """All-to-all of ``n`` bytes per rank: ``(p-1)*alpha + (p-1)/p * n * beta`` (0 for one rank).
+
+    Each rank sends ``n/p`` to each of the ``p-1`` others (pairwise exchange):
+    the latency of ``p-1`` messages and the off-rank ``(p-1)/p`` of its bytes.
+    """
+    if ranks <= 1:
+        return 0.0
+    return (ranks - 1) * alpha + (ranks - 1) / ranks * nbytes * beta
