@@ -20,13 +20,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rlplan.rpeg.model.experts import moe_dense_parameters
 from rlplan.rpeg.model.parameters import (
-    attention_parameters,
     expert_parameters,
     head_parameters,
     layer_parameters,
-    router_parameters,
-    shared_expert_parameters,
 )
 from rlplan.rpeg.model.units import BF16
 from rlplan.rpeg.schema.mixture import MLA
@@ -85,26 +83,16 @@ def decode_attention_width(spec: ModelSpec) -> float:
     return spec.q_width
 
 
-def nonrouted_moe_parameters(spec: ModelSpec) -> int:
-    """Parameters of an MoE layer other than its routed experts: attention, router, shared."""
-    return attention_parameters(spec) + router_parameters(spec) + shared_expert_parameters(spec)
-
-
 def stage_dense_parameters(spec: ModelSpec, model: str, pp: int) -> int:
     """Parameters of the slowest stage split tp ways: its dense layers, the non-routed
     part of its MoE layers and the head."""
     _, moe, dense = stage_layer_split(spec, pp)
-    body = dense * layer_parameters(spec) + moe * nonrouted_moe_parameters(spec)
+    body = dense * layer_parameters(spec) + moe * moe_dense_parameters(spec)
     return body + head_parameters(spec, model)
 
 
 class RolloutExperts:
     """Expert GEMMs, expert weight reads and the all-to-all of a rollout replica."""
-
-    @property
-    def _expert_imbalance(self) -> float:
-        """Busiest GPU's routed tokens over the mean in an expert-parallel group (>= 1)."""
-        return getattr(self.hardware, "moe_imbalance", 1.0)
 
     def _expert_gemm(
         self, spec: ModelSpec, strategy: Strategy, tokens: Amount, rows: Amount
@@ -123,60 +111,25 @@ class RolloutExperts:
         flops = moe * 2 * spec.experts_per_token * expert_parameters(spec) * tokens / tp
         inner = spec.hidden_dim if ep > 1 else spec.hidden_dim / tp
         seconds = flops / (self.hardware.flops_per_gpu * self.efficiency(rows, inner))
-        return self._expert_imbalance * seconds if ep > 1 else seconds
+        return self.imbalance(strategy) * seconds
 
     def _expert_all_to_all(
         self, spec: ModelSpec, strategy: Strategy, tokens: Amount, level: str
     ) -> Amount:
         """Seconds of the slowest stage's all-to-alls when one GPU dispatches ``tokens``.
 
-        Per MoE layer a dispatch and a combine, each ``(ep-1)*alpha +
-        imbalance*k*tokens*d*2*(ep-1)/ep*beta`` at the expert group's level
+        Per MoE layer a dispatch and a combine, each an all-to-all of
+        ``imbalance*k*tokens*d*2`` bytes at the expert group's level
+        (:func:`~rlplan.rpeg.model.collectives.alltoall_time`)
         (0 without expert parallelism: the experts' tp reduction is the
         layer's tp all-reduce).
         """
         ep = strategy.ep
         if not spec.is_moe or ep == 1:
             return 0.0
-        hw = self.hardware
         _, moe, _ = stage_layer_split(spec, strategy.pp)
-        nbytes = self._expert_imbalance * spec.experts_per_token * tokens * spec.hidden_dim * BF16
-        one = (ep - 1) * hw.alpha_coll[level] + nbytes * (ep - 1) / ep * hw.beta_coll[level]
-        return moe * 2 * one
-
-    def _moe_prefill_stage(
-        self, model: str, strategy: Strategy, sequences: float, levels: tuple[str, ...]
-    ) -> tuple[float, float]:
-        """One prefill chunk of ``sequences`` prompts through the slowest stage of an MoE
-        model: (kernel + non-GEMM + tp + pp seconds, all-to-all seconds).
-
-        T = sequences*S tokens per attention replica. Dense GEMMs (dense layers,
-        attention, router, shared experts, head) and causal attention ``2*S^2*q``
-        per sequence and layer are split tp ways at efficiency (T, d/tp); the
-        routed experts run at ``M_e = k*T_g/E`` rows, T_g the expert group's
-        tokens; a GPU dispatches ``T/tp`` tokens (every tp rank its share).
-        """
-        spec = self.instance.models[model]
-        s = self.workload.context_length
-        d, tp, pp = spec.hidden_dim, strategy.tp, strategy.pp
-        layers, _, _ = stage_layer_split(spec, pp)
-        tokens = sequences * s
-        dense_flops = (
-            2 * stage_dense_parameters(spec, model, pp) * tokens
-            + layers * 2 * s * s * spec.q_width * sequences
-        ) / tp
-        rows = spec.experts_per_token * expert_group_tokens(tokens, tp, strategy.ep) / spec.experts
-        gemm = self.gemm_time(dense_flops, tokens, d / tp) + float(
-            self._expert_gemm(spec, strategy, tokens, rows)
-        )
-        stage = self.kernel_time(gemm) + layers * self.non_gemm_time(tokens)
-        if tp > 1:
-            stage += layers * 2 * self.allreduce(tokens * d * BF16, tp, levels[0])
-        if pp > 1:
-            stage += self.p2p(tokens * d * BF16, levels[1])
-        if strategy.ep == 1:
-            return stage, 0.0
-        return stage, float(self._expert_all_to_all(spec, strategy, tokens / tp, levels[4]))
+        nbytes = self.imbalance(strategy) * spec.experts_per_token * tokens * spec.hidden_dim * BF16
+        return moe * 2 * self.alltoall(nbytes, ep, level)
 
     def _moe_decode_compute(
         self, model: str, strategy: Strategy, batch: np.ndarray, context: np.ndarray

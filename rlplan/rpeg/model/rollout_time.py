@@ -142,18 +142,17 @@ class RolloutTime(RolloutExperts, RolloutParts):
         """Prefill seconds and its all-to-all seconds (0 without expert parallelism).
 
         Compute-bound forward passes over the prompts, ``in_flight`` sequences a
-        chunk: ``(chunks + pp - 1)`` stage slots (:meth:`_stage_forward`, or
-        :meth:`_moe_prefill_stage` for a mixture of experts).
+        chunk: ``(chunks + pp - 1)`` slots of the slowest stage's forward pass
+        (:meth:`~rlplan.rpeg.model.stage.StageTerms._slowest_stage`, which
+        prices a rollout's experts by its expert split).
         """
         s = self.workload.context_length
         slots = math.ceil(self.replica_sequences(strategy) / in_flight) + strategy.pp - 1
-        if self.instance.models[model].is_moe:
-            stage, all_to_all = self._moe_prefill_stage(model, strategy, in_flight, levels)
-            return slots * stage, slots * all_to_all
-        gemm, non_gemm, tp_comm, pp_comm = self._stage_forward(
-            model, strategy, in_flight, s, s * s, levels
+        parts = self._slowest_stage(
+            model, strategy, in_flight, s, s * s, levels, self._forward_weight
         )
-        return slots * (self.kernel_time(gemm) + non_gemm + tp_comm + pp_comm), 0.0
+        all_to_all = parts.all_to_all
+        return slots * (self._forward_weight(parts) - all_to_all), slots * all_to_all
 
     def _decode_tail(
         self, model: str, strategy: Strategy, levels: tuple[str, ...], in_flight: int
