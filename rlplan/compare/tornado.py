@@ -117,7 +117,7 @@ def tornado_values(name: str, value: float) -> tuple[float, float]:
         high = min(high, FRACTION_LIMITS[name])
     limit = LIMITS.get(limit_key(f"hardware.{name}"))
     if limit is not None and limit.low <= value <= limit.high:
-        low, high = max(low, limit.low), min(high, limit.high)
+        low, high = max(low, float(limit.low)), min(high, float(limit.high))
     return low, high
 
 

@@ -13,13 +13,9 @@ import html
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rlplan.rpeg.templates import Kind
-
 if TYPE_CHECKING:
     from rlplan.outputs.html_page import HtmlReport
     from rlplan.rpeg.evaluation.problem import Problem
-    from rlplan.rpeg.model.cost import CostModel, Strategy
-    from rlplan.rpeg.templates import Vertex
 
 #: Every part the cost model names, in column order, with its label: compute,
 #: then the rollout's phases, then communication (the experts' all-to-all
@@ -41,8 +37,6 @@ PART_LABELS = {
     "cp_comm": "CP comm",
     "colocation": "colocation",
 }
-#: A remainder smaller than this fraction of the run is rounding, not colocation.
-_ROUNDING = 1e-9
 #: The summary names the largest parts down to this share of the run, at most _NAMED.
 _NAMED_SHARE, _NAMED = 0.01, 6
 #: One colour per column: matplotlib's tab10 (the Gantt chart's palette), then
@@ -95,30 +89,6 @@ class TimePartsSection:
     rows: tuple[VertexParts, ...]
 
 
-def vertex_time_parts(
-    cost: CostModel, vertex: Vertex, shape: tuple[int, int, int], strategy: Strategy
-) -> dict[str, float]:
-    """Seconds of one run of ``vertex`` by part, summing to its run time.
-
-    ``cost.time_parts`` where the cost model has it. Otherwise a rollout's
-    :meth:`rollout_time_parts` with the rest of the run (onload and offload)
-    as ``colocation``, and any other vertex as one part ``run``.
-    """
-    if hasattr(cost, "time_parts"):
-        return dict(cost.time_parts(vertex, shape, strategy))
-    run = cost.run_time(vertex, shape, strategy)
-    if vertex.kind is not Kind.GENERATE or not hasattr(cost, "rollout_time_parts"):
-        return {"run": run}
-    levels = cost.cluster.group_levels(
-        shape, strategy.dp, strategy.pp, strategy.tp, strategy.cp, strategy.ep, strategy.etp
-    )
-    parts = dict(cost.rollout_time_parts(vertex.model, strategy, levels))
-    rest = run - sum(parts.values())
-    if abs(rest) > _ROUNDING * run:
-        parts["colocation"] = rest
-    return parts
-
-
 def time_parts_section(problem: Problem, plan) -> TimePartsSection:
     """Every vertex of ``plan`` with its run time by part (:class:`TimePartsSection`)."""
     directory = problem.directory.for_plan(plan)
@@ -128,7 +98,7 @@ def time_parts_section(problem: Problem, plan) -> TimePartsSection:
     ):
         shape, strategy = placement.block.extent, placement.strategy
         run = directory.candidate(index, shape, strategy).time
-        parts = vertex_time_parts(directory.cost, vertex, shape, strategy)
+        parts = dict(directory.cost.time_parts(vertex, shape, strategy))
         rows.append(VertexParts(vertex.name, run, parts))
     return TimePartsSection(_columns(rows), tuple(rows))
 
@@ -146,11 +116,18 @@ def part_label(key: str) -> str:
 
 
 def part_cell(row: VertexParts, key: str) -> str:
-    """A table cell: ``1.2345 s (62.0 %)``, or ``—`` for a part the vertex has not."""
+    """A table cell: ``1.2345 s (62.0 %)``, or ``—`` for a part the vertex has not.
+
+    Below a millisecond three significant digits (``3.21e-05 s``); a share
+    below 0.05 % shows as ``< 0.1 %``.
+    """
     value = row.parts.get(key, 0.0)
     if value == 0:
         return "—"
-    return f"{value:.4f} s ({100 * row.share(key):.1f} %)"
+    shown = f"{value:.4f}" if abs(value) >= 1e-3 else f"{value:.3g}"
+    percent = 100 * row.share(key)
+    share = f"{percent:.1f} %" if abs(percent) >= 0.05 else "< 0.1 %"
+    return f"{shown} s ({share})"
 
 
 def summary_words(row: VertexParts) -> str:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from rlplan.outputs.report_html import render_html_report
 from rlplan.outputs.report_md import render_report
@@ -23,11 +23,9 @@ from rlplan.outputs.time_parts_section import (
     stacked_bars_svg,
     summary_words,
     time_parts_section,
-    vertex_time_parts,
 )
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.search.baselines import greedy_plan
-from rlplan.rpeg.templates import Kind, Vertex
 from rlplan.solvers.common import plan_result
 from tests.htmlcheck import assert_self_contained
 
@@ -36,16 +34,33 @@ ROOT = Path(__file__).resolve().parents[2]
 BAR = 560
 
 
-@pytest.fixture(scope="module")
-def dense_report():
-    """The greedy plan of the shipped dense GRPO instance, rendered both ways."""
-    problem = Problem.load(str(ROOT / "instances" / "tiny_grpo_2gpu.yaml"))
+def rendered(path: Path):
+    """The greedy plan of an instance, rendered both ways."""
+    problem = Problem.load(str(path))
     plan = greedy_plan(problem.directory, problem.simulator)
     result = plan_result(problem, "greedy", plan, time.perf_counter())
     trace = problem.simulator.simulate(plan)
     md = render_report(problem, result, trace)
     html = render_html_report(problem, result, trace)
     return problem, plan, md, html
+
+
+@pytest.fixture(scope="module")
+def dense_report():
+    """The shipped dense GRPO instance tiny_grpo_2gpu."""
+    return rendered(ROOT / "instances" / "tiny_grpo_2gpu.yaml")
+
+
+@pytest.fixture(scope="module")
+def moe_report(tmp_path_factory):
+    """tiny_grpo_2gpu with a 4-expert top-2 actor (experts of width 64) whose experts
+    are split over both GPUs (expert_parallel 2, every vertex on both GPUs)."""
+    document = yaml.safe_load((ROOT / "instances" / "tiny_grpo_2gpu.yaml").read_text())
+    document["models"]["actor"].update(experts=4, experts_per_token=2, expert_ffn_dim=64)
+    document["placement"].update(min_block_gpus=2, expert_parallel=[2])
+    path = tmp_path_factory.mktemp("moe") / "tiny_moe_grpo_2gpu.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return rendered(path)
 
 
 def md_table(report: str) -> tuple[list[str], list[list[str]]]:
@@ -62,49 +77,67 @@ def md_table(report: str) -> tuple[list[str], list[list[str]]]:
 
 
 def seconds(cell: str) -> float:
-    """``0.1114 s (1.3 %)`` -> 0.1114; ``—`` -> 0."""
-    return 0.0 if cell == "—" else float(re.match(r"(-?[\d.]+) s", cell).group(1))
+    """``0.1114 s (1.3 %)`` -> 0.1114; ``3.21e-05 s (< 0.1 %)`` -> 3.21e-05; ``—`` -> 0."""
+    return 0.0 if cell == "—" else float(re.match(r"(\S+) s\b", cell).group(1))
 
 
-def test_md_parts_sum_to_each_vertex_run_time(dense_report):
-    """Every vertex's row: parts (4 decimals) add up to its run time, shares to 100 %.
+@pytest.mark.parametrize("which", ["dense_report", "moe_report"])
+def test_md_parts_sum_to_each_vertex_run_time(which, request):
+    """Every vertex's row: its parts as shown add up to its run time, its shares to 100 %.
 
-    E.g. the greedy rollout of tiny_grpo_2gpu at the time of writing:
-    prefill 0.1114 + memory-bound decode 6.2548 + decode overhead 2.0480
-    = 8.4142 s, its run time; the shares 1.3 + 74.3 + 24.3 = 99.9 %.
+    E.g. the greedy plan of tiny_grpo_2gpu at the time of writing: actor.train
+    attention 0.0524 + dense FFN 0.3239 + head 0.0654 + non-GEMM 0.3092 + TP comm
+    0.1870 = 0.9379 s against a run of 0.9380 s (each cell off by at most 0.5e-4);
+    the rollout's prefill 0.1114 + memory-bound decode 6.2548 + decode overhead
+    2.0480 = 8.4142 s.
     """
-    problem, plan, md, _ = dense_report
+    problem, plan, md, _ = request.getfixturevalue(which)
     header, rows = md_table(md)
     assert header[:2] == ["vertex", "run time"]
     names = [vertex.name for vertex in problem.directory.for_plan(plan).template.vertices]
     assert [row[0] for row in rows] == names
     for row in rows:
         parts = [seconds(cell) for cell in row[2:]]
-        # each shown value is off by at most half a unit of its last digit
         assert sum(parts) == pytest.approx(seconds(row[1]), abs=0.5e-4 * (len(parts) + 1))
-        shares = [float(re.search(r"\(([\d.]+) %\)", c).group(1)) for c in row[2:] if c != "—"]
-        assert sum(shares) == pytest.approx(100.0, abs=0.05 * len(shares) + 1e-9)
+        shares = [float(m.group(1)) for c in row[2:] if (m := re.search(r"\(([\d.]+) %\)", c))]
+        assert sum(shares) == pytest.approx(100.0, abs=0.05 * len(row) + 1e-9)
 
 
-def test_parts_are_the_cost_models_and_sum_to_the_run_time(dense_report):
-    """Unrounded: each vertex's parts sum to its candidate's run time within 1e-9
-    relative; the rollout's are ``rollout_time_parts`` at its group levels."""
-    problem, plan, _, _ = dense_report
+@pytest.mark.parametrize("which", ["dense_report", "moe_report"])
+def test_parts_are_the_cost_models_and_sum_to_the_run_time(which, request):
+    """Each row holds ``CostModel.time_parts`` of its vertex as placed, and the
+    candidate's run time (the placement table's); unrounded, the parts sum to it
+    within 1e-9 relative."""
+    problem, plan, _, _ = request.getfixturevalue(which)
     section = time_parts_section(problem, plan)
     directory = problem.directory.for_plan(plan)
-    for vertex, placement, row in zip(
-        directory.template.vertices, plan.placements, section.rows, strict=True
+    for index, (vertex, placement, row) in enumerate(
+        zip(directory.template.vertices, plan.placements, section.rows, strict=True)
     ):
+        shape, strategy = placement.block.extent, placement.strategy
+        assert row.parts == directory.cost.time_parts(vertex, shape, strategy)
+        assert row.run == directory.candidate(index, shape, strategy).time
         assert sum(row.parts.values()) == pytest.approx(row.run, rel=1e-9)
-        if vertex.kind is Kind.GENERATE:
-            strategy, shape = placement.strategy, placement.block.extent
-            levels = directory.cluster.group_levels(
-                shape, strategy.dp, strategy.pp, strategy.tp, strategy.cp, strategy.ep, strategy.etp
-            )
-            expected = directory.cost.rollout_time_parts(vertex.model, strategy, levels)
-            shown = {key: value for key, value in row.parts.items() if key in expected}
-            assert shown == expected
-            assert row.parts["decode_memory_bound"] > 0
+
+
+def test_moe_vertices_show_experts_and_all_to_all(moe_report):
+    """With ep 2 the actor's train, infer and rollout runs pay an all-to-all and the
+    train run routed-expert GEMMs; the dense reward model has neither."""
+    problem, plan, md, _ = moe_report
+    section = time_parts_section(problem, plan)
+    rows = {row.vertex: row for row in section.rows}
+    assert {"experts", "all_to_all"} <= set(section.columns)
+    assert rows["actor.train"].parts["experts"] > 0
+    for name in ("actor.train", "actor.generate"):
+        assert rows[name].parts["all_to_all"] > 0
+    assert rows["reward.infer"].parts.get("experts", 0) == 0
+    assert rows["reward.infer"].parts.get("all_to_all", 0) == 0
+    header, table = md_table(md)
+    reward = next(row for row in table if row[0] == "reward.infer")
+    assert reward[header.index("all-to-all")] == "—"
+    assert "all-to-all" in next(
+        line for line in md.splitlines() if line.startswith("- actor.train")
+    )
 
 
 def test_only_parts_non_zero_somewhere_get_a_column(dense_report):
@@ -162,26 +195,3 @@ def test_svg_escapes_names_and_references_nothing():
     svg = stacked_bars_svg(section)
     assert "<b>" not in svg and "&lt;b&gt;&amp;" in svg
     assert "http" not in svg
-
-
-def _vertex(kind: Kind) -> Vertex:
-    return Vertex("actor", kind)
-
-
-def test_adapter_uses_time_parts_when_the_cost_model_has_it():
-    cost = SimpleNamespace(time_parts=lambda vertex, shape, strategy: {"experts": 1.5})
-    assert vertex_time_parts(cost, _vertex(Kind.TRAIN), (1, 1, 2), None) == {"experts": 1.5}
-
-
-def test_adapter_without_time_parts():
-    """A rollout's parts and the rest of its run as colocation (10 - 3 - 5 = 2 s);
-    any other vertex one part ``run``."""
-    strategy = SimpleNamespace(dp=1, pp=1, tp=2, cp=1, ep=1, etp=1)
-    cost = SimpleNamespace(
-        run_time=lambda vertex, shape, strategy: 10.0,
-        cluster=SimpleNamespace(group_levels=lambda *args: ("g",) * 5),
-        rollout_time_parts=lambda model, strategy, levels: {"prefill": 3.0, "decode_overhead": 5.0},
-    )
-    parts = vertex_time_parts(cost, _vertex(Kind.GENERATE), (1, 1, 2), strategy)
-    assert parts == {"prefill": 3.0, "decode_overhead": 5.0, "colocation": 2.0}
-    assert vertex_time_parts(cost, _vertex(Kind.INFER), (1, 1, 2), strategy) == {"run": 10.0}
