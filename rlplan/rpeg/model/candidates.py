@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from rlplan.rpeg.model.blocks import Block, Cluster
 from rlplan.rpeg.model.cost import CostModel, Strategy
 from rlplan.rpeg.model.frameworks import FRAMEWORKS, Framework
+from rlplan.rpeg.model.frameworks.rules import LAYOUT_FIELDS
 from rlplan.rpeg.model.memory_terms import Footprint
 from rlplan.rpeg.model.parallel_layout import context_problem, expert_problem
 from rlplan.rpeg.model.pinning import block_pin_problem, pin_strategy_problem
@@ -392,7 +393,7 @@ class CandidateDirectory:
         if self.framework is None:
             return ()
         name = self.template.vertices[vertex].name
-        layout = ("dp", "pp", "tp") if name in self.framework.layout_vertices() else ()
+        layout = LAYOUT_FIELDS if name in self.framework.layout_vertices() else ()
         return (*layout, *self.framework.compared_fields(name))
 
     @property
