@@ -374,7 +374,7 @@ BAD_PLANS = [
     (TINY_GRPO_2X2, unknown_vertex, "plan.vertices.critic.train", "no such vertex"),
     (TINY_PPO, block_outside_cluster, "plan.vertices.actor.train.block", "outside the cluster"),
     (TINY_GRPO_4, block_not_aligned, "plan.vertices.actor.train.block", "not a block"),
-    (TINY_PPO, gpu_count_mismatch, "plan.vertices.actor.train", "dp*pp*tp = 4"),
+    (TINY_PPO, gpu_count_mismatch, "plan.vertices.actor.train", "dp*cp*pp*tp = 4"),
     (TINY_GRPO_2X2, tp_not_dividing_node, "plan.vertices.actor.train", "node width 2"),
     (TINY_PPO, order_not_topological, "plan.order", "not a topological order"),
 ]

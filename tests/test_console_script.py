@@ -23,8 +23,8 @@ from rlplan import cli
 from rlplan.cli import app as main
 from rlplan.rpeg.schema.hardware import parse_hardware
 from rlplan.rpeg.schema.instance import load_instance
+from rlplan.rpeg.schema.model_presets import MODEL_PRESETS
 from rlplan.rpeg.schema.models import ModelSpec
-from rlplan.rpeg.schema.presets import MODEL_PRESETS
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"

@@ -32,9 +32,12 @@ from rlplan.outputs.report_md import render_report
 from rlplan.rpeg.errors import PlanError
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
-from rlplan.rpeg.model.parameters import parameter_count
+from rlplan.rpeg.model.parameters import active_parameter_count, parameter_count
 from rlplan.rpeg.model.plan import plan_to_json, read_plan
 from rlplan.rpeg.schema.json_schema import instance_json_schema
+from rlplan.rpeg.schema.mixture import MLA
+from rlplan.rpeg.schema.model_presets import MODEL_PRESETS
+from rlplan.rpeg.schema.models import ModelSpec
 from rlplan.rpeg.schema.pins import pin_words
 from rlplan.rpeg.search.baselines import concurrent_plan, greedy_plan
 from rlplan.solvers.common import best_over_templates, plan_result
@@ -65,6 +68,8 @@ def print_sizes(problem: Problem) -> None:
         params = parameter_count(spec, model)
         shape = f"{spec.layers} layers, d {spec.hidden_dim}"
         print(f"  {model:<10} {params / 1e9:8.3f} B parameters ({shape})")
+        if spec.is_moe:
+            print(f"  {'':<10} {mixture_words(spec, model)}")
     rule = instance.reward_rule
     if rule is not None:
         print(
@@ -104,6 +109,28 @@ def print_sizes(problem: Problem) -> None:
             f"templates    separate actor and critic, or fused actor-critic (ac_share): "
             f"fused score = step time x (1 + lambda_ac) = x {1 + instance.lambda_ac:g}"
         )
+
+
+def mixture_words(spec: ModelSpec, model: str) -> str:
+    """A mixture of experts' active parameters and experts, e.g. ``3.353 B active per token
+    (qwen3-30b-a3b-like MoE: 128 experts, 8 per token)``."""
+    like = next(
+        (
+            f"{name}-like "
+            for name, preset in MODEL_PRESETS.items()
+            if preset.is_moe and ModelSpec(**preset.fields()) == spec
+        ),
+        "",
+    )
+    parts = [f"{spec.experts} experts", f"{spec.experts_per_token} per token"]
+    if spec.shared_experts:
+        parts.append(f"{spec.shared_experts} shared")
+    if spec.dense_layers:
+        parts.append(f"{spec.dense_layers} dense layers")
+    if spec.attention == MLA:
+        parts.append("MLA")
+    active = active_parameter_count(spec, model)
+    return f"{active / 1e9:8.3f} B active per token ({like}MoE: {', '.join(parts)})"
 
 
 def print_fastest_candidates(problem: Problem) -> None:

@@ -19,7 +19,6 @@ from rlplan.outputs.frameworks import FRAMEWORKS, export_config, locate_instance
 from rlplan.rpeg.errors import InputError, PlanError, did_you_mean
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import read_plan
-from rlplan.rpeg.schema.engine import FRAMEWORK_NAMES
 from rlplan.solvers import milp
 from rlplan.solvers.local import warm_start_plan
 from rlplan.solvers.options import SolveOptions
@@ -76,17 +75,11 @@ def export_variant(problem: Problem, template: str | None) -> Problem:
 
 
 def command_export_config(args: argparse.Namespace) -> int:
-    """Write a plan as the settings of verl, OpenRLHF or NeMo RL."""
+    """Write a plan as the settings of verl, OpenRLHF, NeMo RL or slime."""
     if args.framework is None:
         raise InputError("--framework", f"missing (one of {', '.join(FRAMEWORKS)})")
     if args.framework not in FRAMEWORKS:
         allowed = ", ".join(FRAMEWORKS)
-        if args.framework in FRAMEWORK_NAMES:
-            raise InputError(
-                "--framework",
-                f"{args.framework} has a plan space (solve --framework {args.framework}) but "
-                f"no exporter; export-config writes {allowed}",
-            )
         raise InputError(
             "--framework",
             f"unknown framework {args.framework!r} (allowed: {allowed})"

@@ -164,10 +164,12 @@ def add_export(commands: argparse._SubParsersAction) -> None:
 def add_export_config(commands: argparse._SubParsersAction) -> None:
     """``export-config PLAN --framework FRAMEWORK``."""
     export_config = commands.add_parser(
-        "export-config", help="write a plan as verl, OpenRLHF or NeMo RL settings"
+        "export-config", help="write a plan as verl, OpenRLHF, NeMo RL or slime settings"
     )
     export_config.add_argument("plan", help="plan file (plan.json of solve, or a published plan)")
-    export_config.add_argument("--framework", metavar="FRAMEWORK", help="verl, openrlhf or nemo-rl")
+    export_config.add_argument(
+        "--framework", metavar="FRAMEWORK", help="verl, openrlhf, nemo-rl or slime"
+    )
     export_config.add_argument(
         "--instance",
         help="instance the plan was made for (default: found from the plan's recorded name)",

@@ -36,8 +36,11 @@ from rlplan.solvers import SolveOptions, solve
 
 #: Where the published runs live.
 PUBLISHED = INSTANCES / "published"
-#: Predicted / measured step time the model must hold for every shipped run.
+#: Predicted / measured step time the model must hold for every shipped dense run.
 BAND = (0.8, 1.25)
+#: The same for runs of a mixture-of-experts model: the model has fewer published
+#: MoE runs to be judged on, and the target is wider (docs/realism.md).
+MOE_BAND = (0.67, 1.5)
 #: Predicted / measured time the model must hold for every published phase.
 PHASE_BAND = (0.67, 1.5)
 #: Largest relative error of a predicted pair speed-up against the measured one.
@@ -70,11 +73,17 @@ class RunCheck:
     best_s: float | None = None
     best_status: str = ""
     source: str = ""
+    band: tuple[float, float] = BAND
 
     @property
     def ratio(self) -> float:
         """Predicted / measured step time."""
         return self.predicted_s / self.measured_s
+
+    @property
+    def step_within_band(self) -> bool:
+        """Whether the step ratio lies in the run's band (:data:`BAND` or :data:`MOE_BAND`)."""
+        return self.band[0] <= self.ratio <= self.band[1]
 
     @property
     def speedup(self) -> float | None:
@@ -83,9 +92,9 @@ class RunCheck:
 
     @property
     def within_band(self) -> bool:
-        """Whether the step ratio lies in :data:`BAND` and every phase in :data:`PHASE_BAND`."""
+        """Whether the step ratio lies in the run's band and every phase in :data:`PHASE_BAND`."""
         phases_in = all(PHASE_BAND[0] <= p.ratio <= PHASE_BAND[1] for p in self.phases)
-        return BAND[0] <= self.ratio <= BAND[1] and phases_in
+        return self.step_within_band and phases_in
 
 
 @dataclass
@@ -219,6 +228,7 @@ def check_run(
         predicted_s=steady_step_time(problem, plan, trace),
         phases=phases,
         source=reference.source,
+        band=MOE_BAND if any(spec.is_moe for spec in problem.instance.models.values()) else BAND,
     )
     return check, problem, plan
 
@@ -239,7 +249,8 @@ def render_table(checks: list[RunCheck]) -> str:
     for check in checks:
         best = "—" if check.best_s is None else f"{check.best_s:9.1f}"
         speedup = "—" if check.speedup is None else f"{check.speedup:7.2f}x"
-        flag = "" if BAND[0] <= check.ratio <= BAND[1] else f"  OUTSIDE [{BAND[0]}, {BAND[1]}]"
+        low, high = check.band
+        flag = "" if check.step_within_band else f"  OUTSIDE [{low}, {high}]"
         lines.append(
             f"{check.name:44s} {check.measured_s:9.1f} {check.predicted_s:9.1f} "
             f"{check.ratio:6.2f} {best:>9s} {speedup:>8s}  {check.best_status}{flag}"
@@ -338,7 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     outside = [c.name for c in checks if not c.within_band]
     print(
         f"{len(checks) - len(outside)} of {len(checks)} runs within "
-        f"[{BAND[0]}, {BAND[1]}] x measured, every phase within "
+        f"[{BAND[0]}, {BAND[1]}] x measured ([{MOE_BAND[0]}, {MOE_BAND[1]}] for "
+        "mixtures of experts), every phase within "
         f"[{PHASE_BAND[0]}, {PHASE_BAND[1]}] (the model is judged on the published plans)"
     )
     if sibling_checks:

@@ -67,6 +67,8 @@ from rlplan.rpeg.schema.yamlio import loads
 SHAPE_FIELDS = ("racks", "nodes_per_rack", "gpus_per_node")
 #: Upper limits of fraction-valued fields (the schema's ranges).
 FRACTION_LIMITS = {"decode_bw_eff": 1.0, "gemm_efficiency": 1.0, "memory_reserve": 0.99}
+#: Lower limits of fields that cannot halve (the schema's ranges).
+FLOOR_LIMITS = {"moe_imbalance": 1.0}
 #: Tornado factors.
 LOW, HIGH = 0.5, 1.5
 _UNITS = {
@@ -86,6 +88,7 @@ _UNITS = {
     "gemm_efficiency": "fraction",
     "memory_reserve": "fraction",
     "non_gemm_ratio": "ratio",
+    "moe_imbalance": "ratio",
 }
 
 
@@ -221,11 +224,11 @@ def tornado_fields(hardware: Hardware) -> dict[str, float]:
 
 
 def tornado_values(name: str, value: float) -> tuple[float, float]:
-    """The low and high values of a field: 0.5x and 1.5x, capped for fractions."""
+    """The low and high values of a field: 0.5x and 1.5x, kept within FRACTION/FLOOR_LIMITS."""
     high = value * HIGH
     if name in FRACTION_LIMITS:
         high = min(high, FRACTION_LIMITS[name])
-    return value * LOW, high
+    return max(value * LOW, FLOOR_LIMITS.get(name, 0.0)), high
 
 
 def rank_tornado(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:

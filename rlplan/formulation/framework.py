@@ -28,6 +28,7 @@ from rlplan.rpeg.model.frameworks.rules import (
     SameLayout,
     SameOrDisjoint,
     StalenessValues,
+    layout_of,
 )
 
 
@@ -91,7 +92,8 @@ def _same_block(f: Formulation, leader: int, follower: int) -> Iterator[Implicat
 
 
 def _same_layout(f: Formulation, leader: int, follower: int) -> Iterator[ImplicationRow]:
-    """Each leader assignment implies a follower assignment on its block with its (dp, pp, tp)."""
+    """Each leader assignment implies a follower assignment on its block in its layout
+    (:data:`~rlplan.rpeg.model.frameworks.rules.LAYOUT_FIELDS`)."""
     by_key: dict[tuple, list[int]] = {}
     for position, assignment in enumerate(f.assignments[follower]):
         by_key.setdefault(_placed_layout(assignment), []).append(position)
@@ -101,8 +103,7 @@ def _same_layout(f: Formulation, leader: int, follower: int) -> Iterator[Implica
 
 
 def _placed_layout(assignment) -> tuple:
-    strategy = assignment.candidate.strategy
-    return (assignment.block, strategy.dp, strategy.pp, strategy.tp)
+    return (assignment.block, *layout_of(assignment.candidate.strategy))
 
 
 def _same_or_disjoint(f: Formulation, first: int, second: int) -> Iterator[ExclusionRow]:

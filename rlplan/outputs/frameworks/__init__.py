@@ -1,7 +1,8 @@
-"""Plans as settings of RL frameworks: verl, OpenRLHF and NeMo RL (``export-config``).
+"""Plans as settings of RL frameworks: verl, OpenRLHF, NeMo RL and slime (``export-config``).
 
 One module per framework (:mod:`rlplan.outputs.frameworks.verl`,
-:mod:`rlplan.outputs.frameworks.openrlhf`, :mod:`rlplan.outputs.frameworks.nemo_rl`), each with
+:mod:`rlplan.outputs.frameworks.openrlhf`, :mod:`rlplan.outputs.frameworks.nemo_rl`,
+:mod:`rlplan.outputs.frameworks.slime`), each with
 ``settings(facts, plan_name)`` (the ordered keys and comment lines) and
 ``render(settings)`` (the framework's syntax). Whatever a framework cannot
 express is a ``# not expressible in <framework>: ...`` comment line.
@@ -14,7 +15,7 @@ import json
 import os
 from types import ModuleType
 
-from rlplan.outputs.frameworks import nemo_rl, openrlhf, verl
+from rlplan.outputs.frameworks import nemo_rl, openrlhf, slime, verl
 from rlplan.outputs.frameworks.common import PlanFacts, Settings
 from rlplan.paths import SOURCE_ROOT
 from rlplan.rpeg.errors import InputError, InstanceError, PlanError
@@ -30,6 +31,7 @@ FRAMEWORKS: dict[str, ModuleType] = {
     verl.FRAMEWORK: verl,
     openrlhf.FRAMEWORK: openrlhf,
     nemo_rl.FRAMEWORK: nemo_rl,
+    slime.FRAMEWORK: slime,
 }
 
 
@@ -55,6 +57,7 @@ DISPLAY_NAMES = {
     verl.FRAMEWORK: "verl",
     openrlhf.FRAMEWORK: "OpenRLHF",
     nemo_rl.FRAMEWORK: "NeMo RL",
+    slime.FRAMEWORK: "slime",
 }
 
 
@@ -68,15 +71,15 @@ def export_config(problem: Problem, plan: Plan, framework: str, plan_name: str =
     plan
         The plan.
     framework
-        ``verl``, ``openrlhf`` or ``nemo-rl``.
+        ``verl``, ``openrlhf``, ``nemo-rl`` or ``slime``.
     plan_name
         How the header comment names the plan.
 
     Returns
     -------
     str
-        verl: Hydra overrides, one ``key=value`` per line; OpenRLHF: one
-        command-line flag per line; NeMo RL: a YAML document. Comment lines
+        verl: Hydra overrides, one ``key=value`` per line; OpenRLHF and slime:
+        one command-line flag per line; NeMo RL: a YAML document. Comment lines
         (``# ...``) carry the header, notes and every setting of the plan the
         framework cannot express.
 

@@ -16,7 +16,10 @@ Conventions shared by the exporters:
 * micro-batch sizes are sequences per GPU (per data-parallel replica), token
   budgets are those sequences times the mean tokens per sequence, rounded up;
 * whatever the framework cannot express is written as a comment line
-  ``# not expressible in <framework>: ...``, never dropped.
+  ``# not expressible in <framework>: ...``, never dropped;
+* expert and context parallel keys (ep, etp, cp: :meth:`PlanFacts.degrees`)
+  are written for vertices of mixture-of-experts models, and cp also where it
+  is above 1, so dense plans export as they did before those dimensions.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 from rlplan.outputs.vocabulary import framework_view, reward_rule_words
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.blocks import Block
+from rlplan.rpeg.model.cost import Strategy
 from rlplan.rpeg.model.plan import Plan
 from rlplan.rpeg.strategy import dimension
 
@@ -126,6 +130,9 @@ class PlanFacts:
         self.blocks: dict[str, Block] = {
             name: placement.block for name, placement in zip(names, plan.placements, strict=True)
         }
+        self.strategies: dict[str, Strategy] = {
+            name: placement.strategy for name, placement in zip(names, plan.placements, strict=True)
+        }
         self.staleness = plan.staleness_map
 
     def has(self, name: str) -> bool:
@@ -155,6 +162,15 @@ class PlanFacts:
         """(tp, pp, dp) of vertex ``name``."""
         entry = self.entry(name)
         return (entry["tp"], entry["pp"], entry["dp"])
+
+    def degrees(self, name: str) -> tuple[int, int, int]:
+        """(ep, etp, cp) of vertex ``name`` (1 where its kind has no such dimension)."""
+        strategy = self.strategies[name]
+        return (strategy.ep, strategy.etp, strategy.cp)
+
+    def mixture(self, name: str) -> bool:
+        """Whether vertex ``name`` runs a mixture-of-experts model (``experts`` given)."""
+        return self.instance.models[self.entry(name)["model"]].is_moe
 
     def same_block(self, first: str, second: str) -> bool:
         """Whether two vertices run on the same block."""

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from rlplan.outputs.frameworks import nemo_rl_experts as experts
 from rlplan.outputs.frameworks.common import (
     OFFLOAD,
     RECOMPUTE,
@@ -38,8 +39,11 @@ REPOSITORY = "https://github.com/NVIDIA-NeMo/RL"
 #: line they take ``++`` (``parse_hydra_overrides`` in nemo_rl/utils/config.py
 #: sets the config struct). ``vllm_kwargs`` is ``{}`` in
 #: examples/configs/grpo_math_1B.yaml and ppo_math_1B.yaml; ``data.env_name``
-#: is read by nemo_rl/algorithms/ppo.py (setup) and set by no config.
-BEYOND_BASES = frozenset({"policy.generation.vllm_kwargs.max_num_seqs", "data.env_name"})
+#: is read by nemo_rl/algorithms/ppo.py (setup) and set by no config; DTensor's
+#: expert parallel size is one recipes set (nemo_rl_experts.py).
+BEYOND_BASES = frozenset(
+    {"policy.generation.vllm_kwargs.max_num_seqs", "data.env_name", experts.DTENSOR_EXPERTS}
+)
 #: The KL coefficient written when a reference model scores the samples:
 #: loss_fn.reference_policy_kl_penalty of examples/configs/grpo_math_1B.yaml.
 KL_PENALTY = 0.01
@@ -130,6 +134,7 @@ def _generation(facts: PlanFacts, out: Settings) -> bool:
     )
     # vLLM pp > 1 and async GRPO need the async engine (vllm_generation.py, grpo.py asserts)
     out.set("policy.generation.vllm_cfg.async_engine", stale or pp > 1)
+    experts.generation_experts(facts, out, stale or pp > 1)
     out.set(
         "policy.generation.vllm_kwargs.max_num_seqs",
         facts.entry("actor.generate")["max_num_seqs"],
@@ -171,6 +176,7 @@ def _reward(facts: PlanFacts, out: Settings, algorithm: str) -> None:
     out.set("env.reward_model.resources.gpus_per_node", width)
     out.set("env.reward_model.batch_size", facts.micro_batch("reward.infer"))
     out.set("env.reward_model.dtensor_cfg.tensor_parallel_size", tp)
+    experts.reward_experts(facts, out)
     out.comment(
         "add: env.reward_model.model_name (your Bradley-Terry reward model); it scores "
         "unpacked sequences (reward_model_environment.py asserts sequence_packing off)"
@@ -210,10 +216,12 @@ def _backend(facts: PlanFacts, out: Settings, section: str, name: str, colocated
     if megatron:
         out.set(f"{section}.megatron_cfg.tensor_model_parallel_size", tp)
         out.set(f"{section}.megatron_cfg.pipeline_model_parallel_size", pp)
+        experts.megatron_experts(facts, out, section, name)
         out.set(f"{section}.megatron_cfg.activation_checkpointing", full)
         out.set(f"{section}.megatron_cfg.optimizer.use_distributed_optimizer", True)
     else:
         out.set(f"{section}.dtensor_cfg.tensor_parallel_size", tp)
+        experts.dtensor_experts(facts, out, section, name)
         out.set(f"{section}.dtensor_cfg.activation_checkpointing", full)
         if pp > 1:
             out.unsupported(f"{name} pp {pp} under ZeRO-3 (DTensor FSDP2 has no pipeline stages)")
@@ -255,9 +263,9 @@ def _micro_batches(facts: PlanFacts, out: Settings) -> None:
 
 
 def _bin(facts: PlanFacts, name: str, out: Settings) -> int:
-    """A packed micro-batch's token budget: never below the longest sequence padded to tp."""
-    tp = facts.layout(name)[0]
-    longest = math.ceil(facts.instance.workload.total_length / tp) * tp
+    """A packed micro-batch's token budget: never below the longest sequence, padded."""
+    pad = experts.pad_multiple(facts, name)
+    longest = math.ceil(facts.instance.workload.total_length / pad) * pad
     if facts.micro_tokens(name) >= longest:
         return facts.micro_tokens(name)
     out.unsupported(
@@ -278,7 +286,9 @@ def _critic(facts: PlanFacts, out: Settings, bases: list[str]) -> None:
         out.set("value.reward_model_cfg.enabled", False)
         out.set("value.optimizer", None)
         out.set("value.scheduler", None)
-        out.set("value.make_sequence_length_divisible_by", facts.layout("critic.train")[0])
+        out.set(
+            "value.make_sequence_length_divisible_by", experts.pad_multiple(facts, "critic.train")
+        )
     # value.train_micro_batch_size serves values and training (its logprob_mb_tokens use it)
     out.set("value.train_micro_batch_size", facts.micro_batch("critic.train"))
     packing = _packs_values(facts)

@@ -161,6 +161,12 @@ def _rollout(facts: PlanFacts, out: Settings) -> None:
     out.set("--vllm.tensor_parallel_size", tp)
     if pp > 1:
         out.unsupported(f"rollout pp {pp} (vLLM engines are tensor parallel only)")
+    ep = facts.degrees("actor.generate")[0]
+    if ep > 1:
+        out.unsupported(
+            f"rollout ep {ep} (no flag passes vLLM's enable_expert_parallel: the engines shard "
+            "experts over tp)"
+        )
     out.set("--vllm.gpu_memory_utilization", facts.utilization("actor.generate"))
     seqs = facts.entry("actor.generate")["max_num_seqs"]
     if seqs != VLLM_MAX_NUM_SEQS:
@@ -237,6 +243,13 @@ def _layouts(facts: PlanFacts, out: Settings) -> None:
         other_tp, other_pp, _ = facts.layout(name)
         if other_pp > 1:
             out.unsupported(f"{name} pp {other_pp} (DeepSpeed models have no pipeline stages)")
+        ep, etp, cp = facts.degrees(name)
+        if ep * etp > 1:
+            out.unsupported(f"{name} ep {ep}, etp {etp} (a DeepSpeed model holds every expert)")
+        if cp > 1:
+            out.unsupported(
+                f"{name} cp {cp} (one --ds.ring_attn_size for every DeepSpeed model, left at 1)"
+            )
         if other_tp != tp:
             out.unsupported(
                 f"{name} tp {other_tp} while actor.train tp {tp} (one --ds.tensor_parallel_size "

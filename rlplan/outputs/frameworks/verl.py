@@ -10,10 +10,14 @@ that release. Plans reaching :func:`settings` lie in verl's plan space.
 How the plan maps onto verl:
 
 * the backend: FSDP (``--config-name=ppo_trainer``) when every trained model
-  is ZeRO-3 and the actor, critic and reference run with tp = pp = 1; else
-  Megatron (``ppo_megatron_trainer``) for all of them, tp and pp per role,
-  ZeRO-1 as the distributed optimizer and ZeRO-3 as Megatron-FSDP
-  (``use_megatron_fsdp``, verl/workers/config/engine.py McoreEngineConfig);
+  is ZeRO-3 and the actor, critic and reference run with tp = pp = 1 and no
+  expert or context parallelism; else Megatron (``ppo_megatron_trainer``) for
+  all of them, tp, pp, ep, etp and cp per role (one layout: the rules tie the
+  roles of the global pool), ZeRO-1 as the distributed optimizer and ZeRO-3 as
+  Megatron-FSDP (``use_megatron_fsdp``, verl/workers/config/engine.py McoreEngineConfig);
+* a mixture-of-experts rollout: ``expert_parallel_size`` ep and
+  ``data_parallel_size`` ep/tp (vLLM expert parallelism with data-parallel
+  attention, :func:`~rlplan.outputs.frameworks.verl_roles.vllm_experts`);
 * the V1 trainer's mode (``trainer.v1.trainer_mode``,
   verl/trainer/ppo/v1/): ``sync`` for an on-policy plan with the rollout on
   the actor's GPUs, ``colocate_async`` for actor staleness s >= 1 there,
@@ -64,13 +68,22 @@ def _bool(value: bool) -> str:
 
 
 def megatron(facts: PlanFacts) -> bool:
-    """Whether the plan needs verl's Megatron backend (ZeRO-1, or tp or pp above 1)."""
+    """Whether the plan needs verl's Megatron backend.
+
+    ZeRO-1, or tp, pp, ep, etp or cp above 1: verl's FSDP engine
+    (verl/trainer/config/engine/fsdp.yaml) has no tensor, pipeline, expert or
+    context parallel size; Megatron's (engine/megatron.yaml) has them all.
+    """
     for name in _ENGINE_VERTICES:
         if not facts.has(name):
             continue
         tp, pp, _ = facts.layout(name)
+        ep, etp, cp = facts.degrees(name)
         entry = facts.entry(name)
-        if tp * pp > 1 or entry.get(SHARDING.label, Sharding.ZERO3) == Sharding.ZERO1:
+        if (
+            tp * pp * ep * etp * cp > 1
+            or entry.get(SHARDING.label, Sharding.ZERO3) == Sharding.ZERO1
+        ):
             return True
     return False
 

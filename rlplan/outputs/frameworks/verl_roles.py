@@ -4,7 +4,10 @@ Split from :mod:`rlplan.outputs.frameworks.verl` (the batch, pool and mode
 keys); paths are files of verl 0.9.1 (PyPI ``verl==0.9.1``). Megatron roles
 take tp and pp per role, ZeRO-1 as the distributed optimizer and ZeRO-3 as
 Megatron-FSDP (``use_megatron_fsdp``, verl/workers/config/engine.py
-McoreEngineConfig); FSDP roles are data parallel over their pool.
+McoreEngineConfig); FSDP roles are data parallel over their pool. A
+mixture-of-experts model's Megatron roles take ep, etp and cp
+(:func:`megatron_degrees`), its vLLM servers expert parallelism with
+data-parallel attention (:func:`vllm_experts`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,52 @@ def rollout_keys(facts: PlanFacts, out: Settings) -> None:
     out.set(f"{prefix}.gpu_memory_utilization", facts.utilization("actor.generate"))
     out.set(f"{prefix}.max_num_seqs", entry["max_num_seqs"])
     out.set(f"{prefix}.enforce_eager", _bool(not facts.instance.engine.cuda_graphs))
+    if facts.mixture("actor.generate"):
+        vllm_experts(facts, out, "actor.generate", prefix)
+
+
+def vllm_experts(facts: PlanFacts, out: Settings, name: str, prefix: str) -> None:
+    """A vLLM server's expert parallelism: ep GPUs share the experts, ep/tp attention ranks.
+
+    verl/workers/config/rollout.py ``RolloutConfig.__post_init__`` asserts
+    ``expert_parallel_size == tensor_model_parallel_size * data_parallel_size``
+    when it is above 1; verl/workers/rollout/vllm_rollout/vllm_async_server.py
+    passes vLLM ``enable_expert_parallel`` (``expert_parallel_size > 1``) and the
+    data-parallel size, a replica being tp x dp GPUs (verl/workers/rollout/replica.py).
+    An infer vertex's expert layout (ep and etp, Megatron's folding) is one
+    vLLM serves when its experts are tp-sharded (ep 1, etp tp) or expert
+    parallel (etp 1, ep a multiple of tp); a rollout's ep is one by definition.
+    """
+    tp = facts.layout(name)[0]
+    ep, etp, cp = facts.degrees(name)
+    if cp > 1:
+        out.unsupported(f"{name} cp {cp} (vLLM's rollout config has no context parallel size)")
+    generate = name == "actor.generate"
+    if not generate and not ((ep == 1 and etp == tp) or (etp == 1 and ep % tp == 0)):
+        out.unsupported(
+            f"{name} ep {ep}, etp {etp} over tp {tp} (vLLM shards experts over tp, ep 1 and "
+            "etp tp, or spreads them over tp x data-parallel ranks, ep a multiple of tp and "
+            "etp 1)"
+        )
+        return
+    out.set(f"{prefix}.expert_parallel_size", ep)
+    out.set(f"{prefix}.data_parallel_size", ep // tp if ep > 1 else 1)
+
+
+def megatron_degrees(facts: PlanFacts, out: Settings, name: str, prefix: str) -> None:
+    """Expert and context parallel degrees of a Megatron role (engine/megatron.yaml).
+
+    Written for a mixture of experts (``expert_tensor_parallel_size`` always:
+    verl's default null is tp, Megatron's default, while the plan gives its
+    own), and ``context_parallel_size`` also for a dense model with cp above 1.
+    """
+    ep, etp, cp = facts.degrees(name)
+    moe = facts.mixture(name)
+    if moe:
+        out.set(f"{prefix}.expert_model_parallel_size", ep)
+        out.set(f"{prefix}.expert_tensor_parallel_size", etp)
+    if moe or cp > 1:
+        out.set(f"{prefix}.context_parallel_size", cp)
 
 
 def _megatron_engine(facts: PlanFacts, out: Settings, name: str, prefix: str) -> None:
@@ -40,6 +89,7 @@ def _megatron_engine(facts: PlanFacts, out: Settings, name: str, prefix: str) ->
     # verl/trainer/config/engine/megatron.yaml
     out.set(f"{prefix}.tensor_model_parallel_size", tp)
     out.set(f"{prefix}.pipeline_model_parallel_size", pp)
+    megatron_degrees(facts, out, name, prefix)
     out.set(f"{prefix}.use_distributed_optimizer", "true")
     out.set(f"{prefix}.use_megatron_fsdp", _bool(entry[SHARDING.label] == Sharding.ZERO3))
     out.set(f"{prefix}.param_offload", offload)
@@ -118,6 +168,7 @@ def reference_keys(facts: PlanFacts, out: Settings, megatron: bool) -> None:
         # verl/trainer/config/ref/megatron_ref.yaml
         out.set("actor_rollout_ref.ref.megatron.tensor_model_parallel_size", tp)
         out.set("actor_rollout_ref.ref.megatron.pipeline_model_parallel_size", pp)
+        megatron_degrees(facts, out, "reference.infer", "actor_rollout_ref.ref.megatron")
         out.set("actor_rollout_ref.ref.megatron.param_offload", offload)
     else:
         # verl/trainer/config/ref/dp_ref.yaml (fsdp_config: engine/fsdp.yaml)
@@ -196,6 +247,8 @@ def reward_keys(facts: PlanFacts, out: Settings, mode: str) -> None:
     out.set(f"{prefix}.rollout.name", "vllm")
     out.set(f"{prefix}.rollout.tensor_model_parallel_size", tp)
     out.set(f"{prefix}.rollout.pipeline_model_parallel_size", pp)
+    if facts.mixture("reward.infer"):
+        vllm_experts(facts, out, "reward.infer", f"{prefix}.rollout")
     out.set(f"{prefix}.rollout.free_cache_engine", _bool(not apart))
     _reward_gaps(facts, out, mode, apart)
 

@@ -22,6 +22,7 @@ from rlplan.rpeg.model.enumeration import (
     strategy_problem,
     tensor_degrees,
 )
+from rlplan.rpeg.model.frameworks.rules import LAYOUT_FIELDS
 from rlplan.rpeg.model.memory_terms import Footprint
 from rlplan.rpeg.model.pinning import block_pin_problem
 from rlplan.rpeg.schema.instance import Instance
@@ -228,7 +229,7 @@ class CandidateDirectory:
         if self.framework is None:
             return ()
         name = self.template.vertices[vertex].name
-        layout = ("dp", "pp", "tp") if name in self.framework.layout_vertices() else ()
+        layout = LAYOUT_FIELDS if name in self.framework.layout_vertices() else ()
         return (*layout, *self.framework.compared_fields(name))
 
     @property

@@ -152,7 +152,8 @@ class ColocationCosts:
     def refit_ipc(self, model: str, destination: Strategy) -> float:
         """Seconds of a CUDA IPC weight update of an engine on the trainer's own block.
 
-        The engine's shard ``2P/(tp*pp)`` read and written in device memory,
+        The engine's shard (:meth:`~rlplan.rpeg.model.memory_terms.MemoryTerms.weight_shard`,
+        ``2P/(tp*pp)`` for a dense model) read and written in device memory,
         plus the bucket latency: ``shard / (memory_bandwidth / 2)``.
         """
         shard = self.cost.weight_shard(model, destination)

@@ -37,9 +37,14 @@ the specification leaves a choice open this module fixes it and says so:
 * non-GEMM kernels cost ``non_gemm_ratio`` times the GEMM time of every
   train, infer and prefill pass (decode steps have their memory-bound model
   and ``decode_step_overhead`` instead);
-* a weight *layout* is (tp, pp, ZeRO-3 shards): a pub edge between equal
-  layouts on one block is free; ZeRO-3 weights are gathered for any other
-  user, so they always pay the reshard.
+* a weight *layout* is (tp, pp, ZeRO-3 shards, ep, etp): a pub edge between
+  equal layouts on one block is free; ZeRO-3 weights are gathered for any
+  other user, so they always pay the reshard;
+* a mixture of experts computes at its active parameters, its routed experts
+  at the per-expert token count and ``hardware.moe_imbalance``, and pays an
+  all-to-all per MoE layer and pass; context parallelism splits tokens and
+  attention ``cp`` ways and pays a ring exchange of K and V per layer and pass
+  (:mod:`rlplan.rpeg.model.experts`, :mod:`rlplan.rpeg.model.stage`).
 """
 
 from __future__ import annotations
@@ -49,26 +54,33 @@ from dataclasses import dataclass, field, fields
 from operator import attrgetter
 
 from rlplan.rpeg.model.blocks import Cluster
-from rlplan.rpeg.model.collectives import allgather_time, allreduce_time, p2p_time
+from rlplan.rpeg.model.collectives import (
+    allgather_time,
+    allreduce_time,
+    alltoall_time,
+    p2p_time,
+)
 from rlplan.rpeg.model.colocation import ColocationCosts
+from rlplan.rpeg.model.experts import ExpertTerms, moe_dense_parameters
 from rlplan.rpeg.model.memory_terms import MemoryTerms
 from rlplan.rpeg.model.parameters import (
+    active_layer_parameters,
     head_parameters,
     layer_parameters,
     parameter_count,
+    routed_parameters,
 )
 from rlplan.rpeg.model.rollout_memory import (
     RolloutMemory,
 )
 from rlplan.rpeg.model.rollout_time import RolloutTime
-from rlplan.rpeg.model.units import (
-    BF16,
-    DATA_BYTES_PER_TOKEN,
-)
+from rlplan.rpeg.model.stage import StageParts, StageTerms
+from rlplan.rpeg.model.time_parts import TimeParts
+from rlplan.rpeg.model.units import DATA_BYTES_PER_TOKEN
 from rlplan.rpeg.schema.hardware import Hardware
 from rlplan.rpeg.schema.instance import Instance
 from rlplan.rpeg.schema.workload import Workload
-from rlplan.rpeg.strategy import DIMENSIONS, Recompute, Sharding, add_dimension_fields
+from rlplan.rpeg.strategy import DIMENSIONS, Sharding, add_dimension_fields
 from rlplan.rpeg.templates import Kind, Vertex
 
 
@@ -147,7 +159,7 @@ _LAYOUT_DIMENSIONS = tuple(d for d in DIMENSIONS if d.shards_over_dp)
 _LABEL_DIMENSIONS = DIMENSIONS
 
 
-class CostModel(MemoryTerms, RolloutMemory, RolloutTime):
+class CostModel(MemoryTerms, ExpertTerms, StageTerms, TimeParts, RolloutMemory, RolloutTime):
     """Time and memory of vertices, transfer lags, and lower-bound ingredients.
 
     Parameters
@@ -166,6 +178,17 @@ class CostModel(MemoryTerms, RolloutMemory, RolloutTime):
         self.cluster = cluster or Cluster(instance.hardware, instance.placement.min_block_gpus)
         self.parameters = {
             model: parameter_count(spec, model) for model, spec in instance.models.items()
+        }
+        #: Parameters of every routed expert (the part ep*etp shards; 0 when dense).
+        self.routed = {model: routed_parameters(spec) for model, spec in instance.models.items()}
+        #: Per model: a dense layer's, an MoE layer's dense part's and the head's parameters.
+        self.stage_parameters = {
+            model: (
+                layer_parameters(spec),
+                moe_dense_parameters(spec),
+                head_parameters(spec, model),
+            )
+            for model, spec in instance.models.items()
         }
         self._tails: dict[tuple, float] = {}
         #: Offload, sleep and wake, refit (docs/cost-model.md#colocation).
@@ -218,6 +241,11 @@ class CostModel(MemoryTerms, RolloutMemory, RolloutTime):
         hw = self.hardware
         return allgather_time(nbytes, ranks, hw.alpha_coll[level], hw.beta_coll[level])
 
+    def alltoall(self, nbytes: float, ranks: int, level: str) -> float:
+        """All-to-all of ``nbytes`` per rank at a level."""
+        hw = self.hardware
+        return alltoall_time(nbytes, ranks, hw.alpha_coll[level], hw.beta_coll[level])
+
     def p2p(self, nbytes: float, level: str) -> float:
         """Point-to-point transfer at a level."""
         hw = self.hardware
@@ -230,39 +258,6 @@ class CostModel(MemoryTerms, RolloutMemory, RolloutTime):
     def microbatch_sequences(self, strategy: Strategy) -> int:
         """Sequences per microbatch ``ceil(replica / mb)``."""
         return math.ceil(self.replica_sequences(strategy) / strategy.microbatches)
-
-    # -- forward pass of one stage ----------------------------------------------
-
-    def _stage_forward(
-        self,
-        model: str,
-        strategy: Strategy,
-        sequences: float,
-        tokens_per_sequence: float,
-        square_per_sequence: float,
-        levels: tuple[str, str, str],
-    ) -> tuple[float, float, float, float]:
-        """One microbatch through the slowest stage: (gemm, non-gemm, tp comm, pp comm) seconds.
-
-        ``tokens_per_sequence`` is the mean length and ``square_per_sequence``
-        the mean squared length (attention FLOPs ``2*l^2*q`` per layer, ``q``
-        the query width, ``d`` for most models).
-        """
-        spec = self.instance.models[model]
-        d, tp, pp = spec.hidden_dim, strategy.tp, strategy.pp
-        stage_layers = math.ceil(spec.layers / pp)
-        tokens = sequences * tokens_per_sequence
-        layer_flops = (
-            2 * layer_parameters(spec) * tokens + 2 * square_per_sequence * spec.q_width * sequences
-        ) / tp
-        head_flops = 2 * head_parameters(spec, model) * tokens / tp
-        gemm = self.gemm_time(stage_layers * layer_flops + head_flops, tokens, d / tp)
-        non_gemm = stage_layers * self.non_gemm_time(tokens)
-        tp_comm = (
-            stage_layers * 2 * self.allreduce(tokens * d * BF16, tp, levels[0]) if tp > 1 else 0.0
-        )
-        pp_comm = self.p2p(tokens * d * BF16, levels[1]) if pp > 1 else 0.0
-        return gemm, non_gemm, tp_comm, pp_comm
 
     # -- run time -----------------------------------------------------------------
 
@@ -277,16 +272,12 @@ class CostModel(MemoryTerms, RolloutMemory, RolloutTime):
             return self._train_time(vertex.model, strategy, levels)
         return self._generate_time(vertex.model, strategy, levels)
 
-    def _infer_time(self, model: str, strategy: Strategy, levels: tuple[str, str, str]) -> float:
-        b = self.microbatch_sequences(strategy)
-        gemm, non_gemm, tp_comm, pp_comm = self._stage_forward(
-            model, strategy, b, self.sequence_tokens, self.sequence_square, levels
-        )
-        stage = self.kernel_time(gemm) + non_gemm + tp_comm + pp_comm
-        passes = (strategy.microbatches + strategy.pp - 1) * stage
+    def _infer_time(self, model: str, strategy: Strategy, levels: tuple[str, ...]) -> float:
+        stage = self._train_or_infer_stage(model, strategy, levels, self._forward_weight)
+        passes = (strategy.microbatches + strategy.pp - 1) * self._forward_weight(stage)
         return passes + self.colocation.onload(Kind.INFER, model, strategy)
 
-    def _train_time(self, model: str, strategy: Strategy, levels: tuple[str, str, str]) -> float:
+    def _train_time(self, model: str, strategy: Strategy, levels: tuple[str, ...]) -> float:
         """One train run: ``n = optimizer_steps`` mini-batches of ``m/n`` microbatches each.
 
         The pipeline fills and drains once per mini-batch, so the run takes
@@ -294,24 +285,20 @@ class CostModel(MemoryTerms, RolloutMemory, RolloutTime):
         optimizer step (``n * sync``), ZeRO-3 overlaps its per-microbatch
         gathers with every slot (``max(stage, comm)``).
         """
-        b = self.microbatch_sequences(strategy)
-        gemm, non_gemm, tp_comm, pp_comm = self._stage_forward(
-            model, strategy, b, self.sequence_tokens, self.sequence_square, levels
-        )
-        recompute = strategy.recompute == Recompute.FULL
-        forwards = 4 if recompute else 3
-        passes = 3 if recompute else 2
-        stage = forwards * self.kernel_time(gemm) + passes * (non_gemm + tp_comm) + 2 * pp_comm
-        shard = self.weight_shard(model, strategy)
+
+        def weigh(parts: StageParts) -> float:
+            return self._train_weight(parts, strategy)
+
+        stage = weigh(self._train_or_infer_stage(model, strategy, levels, weigh))
         steps = self.workload.optimizer_steps
         slots = strategy.microbatches + steps * (strategy.pp - 1)
         if strategy.sharding == Sharding.ZERO3:
             # Per microbatch: all-gather the stage's weights forward and again
             # backward, reduce-scatter its gradients; overlapped with compute.
-            comm = 3 * self.allgather(shard, strategy.dp, levels[2])
+            comm = self.gradient_sync(model, strategy, levels, zero3=True)
             total = slots * max(stage, comm)
         else:
-            sync = self.allreduce(shard, strategy.dp, levels[2])
+            sync = self.gradient_sync(model, strategy, levels, zero3=False)
             total = slots * stage + steps * sync
         colocation = self.colocation
         onload = colocation.onload(Kind.TRAIN, model, strategy)
@@ -322,15 +309,23 @@ class CostModel(MemoryTerms, RolloutMemory, RolloutTime):
     def vertex_flops(self, vertex: Vertex) -> float:
         """A lower bound on the FLOPs of one run of ``vertex`` under any strategy.
 
-        Exact sequence counts; train at 3 forward passes (no recompute);
-        decode attention at the context ``S + E[T]/2``, which no strategy's
-        model undercuts (the tail's mean context is larger).
+        Exact sequence counts at the active parameters (an MoE layer's
+        attention, router, shared and ``k`` routed experts); train at 3
+        forward passes (no recompute); decode attention at the context
+        ``S + E[T]/2``, which no strategy's model undercuts (the tail's mean
+        context is larger).
         """
         spec = self.instance.models[vertex.model]
         workload = self.workload
         # Attention FLOPs scale with the query width (d for most models).
         d, layers = spec.q_width, spec.layers
-        per_token = 2 * (layers * layer_parameters(spec) + head_parameters(spec, vertex.model))
+        if spec.is_moe:
+            # Active parameters: the MoE layers' k routed experts of E.
+            body = spec.dense_layers * layer_parameters(spec)
+            body += spec.moe_layers * active_layer_parameters(spec)
+        else:
+            body = layers * layer_parameters(spec)
+        per_token = 2 * (body + head_parameters(spec, vertex.model))
         sequences = workload.sequences
 
         def forward(tokens: float, square: float) -> float:

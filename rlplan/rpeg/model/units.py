@@ -10,6 +10,10 @@ FP32 = 4
 #: which flash attention never materialises.
 ACTIVATION_CONSTANT = 34.0
 ACTIVATION_ATTENTION = 5.0
+#: The attention's part of the 34 (Korthikanti et al. 2022, section 4.1: "11sbh"
+#: for the QKV input, Q and K, V, the output projection's input and its dropout
+#: mask, beside the MLP's 19 and the layer norms' 4).
+ACTIVATION_DENSE_ATTENTION = 11.0
 #: Bytes per token and hidden unit kept per layer under full recompute (the
 #: layer's bf16 input).
 CHECKPOINT_BYTES = 2.0

@@ -78,6 +78,18 @@ DEFAULT_NON_GEMM_RATIO = 0.84
 #: Qwen2.5-7B) on A800, TPOT about 22.5 ms eager against 13 ms with CUDA graphs
 #: (vllm-project/vllm-omni issue 7960, 2026-09-22): 9.5 ms / 28 layers.
 DEFAULT_EAGER_LAYER_OVERHEAD = 3.4e-4
+#: Load imbalance of expert parallelism: the busiest GPU of an expert-parallel
+#: group gets this many times the mean routed tokens (docs/cost-model.md).
+#: Source: SGLang, "Deploying DeepSeek with PD Disaggregation and Large-scale
+#: Expert Parallelism on 96 H100 GPUs" (lm-sys/lm-sys.github.io
+#: blog/2025-05-05-large-scale-ep.md at 2db4e404, "Overall Throughput"):
+#: DeepSeek-V3 prefill, EP32, 16,384 tokens per device, 50,302 tokens/s per node
+#: with the default expert distribution, 59,337 with simulated perfect balance:
+#: 1.18. Range: TensorRT-LLM's hottest EP32 rank gets 2.56 times the mean
+#: without its load balancer, 1.11 with it (imbalance ratios 1.564 and 0.109,
+#: NVIDIA/TensorRT-LLM docs/source/blogs/tech_blog/
+#: blog4_Scaling_Expert_Parallelism_in_TensorRT-LLM.md at 1d263f15, Table 1).
+DEFAULT_MOE_IMBALANCE = 1.18
 #: Device memory no plan may use, whatever the hardware came from (a preset or
 #: explicit fields): a fixed part per GPU and a fraction of its memory
 #: (usable = memory_per_gpu x (1 - memory_reserve) - memory_reserve_bytes,
@@ -213,6 +225,12 @@ HARDWARE_OPTIONAL = (
         DEFAULT_EAGER_LAYER_OVERHEAD,
         "Extra decode-step time per layer without CUDA graphs",
     ),
+    _knob(
+        "moe_imbalance",
+        POSITIVE_FLOAT,
+        DEFAULT_MOE_IMBALANCE,
+        "Routed tokens of the busiest GPU of an expert-parallel group per mean",
+    ),
 )
 _DIRECTION_WORDS = {
     "host_to_device": "Host-to-GPU",
@@ -297,6 +315,7 @@ class Hardware:
     decode_step_overhead: float = DEFAULT_DECODE_STEP_OVERHEAD
     non_gemm_ratio: float = DEFAULT_NON_GEMM_RATIO
     eager_layer_overhead: float = DEFAULT_EAGER_LAYER_OVERHEAD
+    moe_imbalance: float = DEFAULT_MOE_IMBALANCE
     #: Written override of every host rate; None when not written. The rates and
     #: the host memory are None only until ``__post_init__`` fills them.
     host_bandwidth: float | None = None

@@ -32,6 +32,7 @@ from rlplan.rpeg.schema.checks import (
 )
 from rlplan.rpeg.schema.checks import is_power_of_two as _is_power_of_two
 from rlplan.rpeg.schema.engine import EngineConfig, parse_engine
+from rlplan.rpeg.schema.expert_checks import check_parallel_lists, check_parallel_pins
 from rlplan.rpeg.schema.hardware import Hardware, parse_hardware
 from rlplan.rpeg.schema.limits import check_list_size
 from rlplan.rpeg.schema.models import RULE_ROLE, ModelSpec, RuleReward, parse_models
@@ -510,6 +511,9 @@ def parse_instance(
         # (rpeg.cost.head_parameters counts the extra d parameters).
         models[AC_MODEL] = models["actor"]
     placement = parse_placement(data.get("placement"))
+    # Expert and context parallel choices the models or S + T rule out (one line each).
+    warnings.extend(check_parallel_lists(data.get("placement"), models, workload.total_length))
+    check_parallel_pins(data.get("placement"), models, workload.total_length)
     if isinstance(data.get("placement"), Mapping) and data["placement"].get(LEGACY_CONCURRENCY):
         warnings.append(
             "warning: placement.concurrency is read as placement.max_num_seqs (the rollout "

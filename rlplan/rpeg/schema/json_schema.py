@@ -48,6 +48,7 @@ from rlplan.rpeg.schema.instance import (
     SolverConfig,
 )
 from rlplan.rpeg.schema.limits import MAX_GPUS, MAX_LIST_ITEMS
+from rlplan.rpeg.schema.model_presets import MODEL_PRESETS
 from rlplan.rpeg.schema.models import MODEL_FIELDS, MODEL_KIND, RULE_FIELDS, RULE_KIND, RULE_ROLE
 from rlplan.rpeg.schema.optimizer import AC_SHARE_KEY, OPTIMIZER_FIELDS
 from rlplan.rpeg.schema.policy import (
@@ -58,7 +59,7 @@ from rlplan.rpeg.schema.policy import (
     REQUIRED_ROLES,
     TRAINED_MODELS,
 )
-from rlplan.rpeg.schema.presets import GPU_ALIASES, GPU_PRESETS, MODEL_PRESETS
+from rlplan.rpeg.schema.presets import GPU_ALIASES, GPU_PRESETS
 from rlplan.rpeg.schema.reference import REFERENCE_FIELDS
 from rlplan.rpeg.schema.solver_options import INSTANCE, OPTION_RULES, OptionRule
 from rlplan.rpeg.schema.workload import WORKLOAD_FIELDS

@@ -83,6 +83,9 @@ LIMITS: dict[str, Range] = {
     "hardware.decode_step_overhead": Range(0, 1, "seconds"),
     "hardware.non_gemm_ratio": Range(0, 100, "seconds per GEMM second"),
     "hardware.eager_layer_overhead": Range(0, 0.1, "seconds per layer"),
+    # The busiest GPU of an expert-parallel group: at least the mean; published
+    # measurements span 1.11 to 2.56 (rlplan/rpeg/schema/hardware.py).
+    "hardware.moe_imbalance": Range(1, 100, "times the mean routed tokens"),
     # Transformer shapes: up to 1024 layers, a hidden size of 131,072, a
     # feed-forward size of 1,048,576, a 10-million-token vocabulary.
     "model.layers": Range(1, 1024, "layers"),

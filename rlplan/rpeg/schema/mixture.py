@@ -7,12 +7,14 @@ layers then hold a router, ``experts`` routed experts of width
 keep a dense feed-forward block of ``ffn_dim`` (docs/instance.md#mixture-of-experts-models).
 ``attention: mla`` replaces grouped-query attention by DeepSeek's multi-head
 latent attention with its five ranks. :func:`mixture_problem` checks that the
-fields agree with each other; the parameter counts they imply are in
-:mod:`rlplan.rpeg.model.parameters`.
+fields agree with each other and :func:`dense_contradiction` refuses MoE or
+MLA fields written over a dense preset or config; the parameter counts they
+imply are in :mod:`rlplan.rpeg.model.parameters`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rlplan.rpeg.errors import InstanceError
@@ -106,4 +108,65 @@ def _attention_problem(values: dict[str, Any]) -> InstanceError | None:
     for key in MLA_REQUIRED:
         if values.get(key) is None:
             return InstanceError(key, "missing: attention mla needs it")
+    return None
+
+
+def mixture_fields(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The MoE and MLA fields of a shape worth writing out (none for a dense GQA model).
+
+    The MoE fields are written only when ``experts`` is given, the MLA fields
+    only for ``attention: mla``; unset optional fields (None) are left out, so
+    a dense preset or config gives exactly the fields it gave before.
+    """
+    written: dict[str, Any] = {}
+    if values.get("experts") is not None:
+        for field in MOE_FIELDS:
+            if values.get(field.key, field.default) is not None:
+                written[field.key] = values.get(field.key, field.default)
+    if values.get("attention", GQA) == MLA:
+        written["attention"] = MLA
+        for key in MLA_RANKS:
+            if values.get(key) is not None:
+                written[key] = values[key]
+    return written
+
+
+def dense_contradiction(
+    base: Mapping[str, Any], written: Mapping[str, Any], source: str
+) -> InstanceError | None:
+    """An MoE or MLA field written over the shape of a dense or grouped-query model.
+
+    Parameters
+    ----------
+    base
+        The fields a preset or config gives.
+    written
+        The fields written beside it.
+    source
+        What gave ``base`` (the preset's name, the config file's).
+
+    Returns
+    -------
+    InstanceError | None
+        Naming the first written field (relative to the model entry) that
+        makes a dense ``base`` a mixture of experts or a ``gqa`` one an MLA
+        model; None when nothing contradicts (overriding an MoE preset's own
+        fields is fine).
+    """
+    if base.get("experts") is None:
+        for field in MOE_FIELDS:
+            if written.get(field.key) not in (None, 0):
+                return InstanceError(
+                    field.key,
+                    f"{source} is a dense model; for a mixture of experts name an MoE preset "
+                    "or config, or write the whole shape without one",
+                )
+    if base.get("attention", GQA) != MLA:
+        for key in ("attention", *MLA_RANKS):
+            if written.get(key) not in (None, GQA):
+                return InstanceError(
+                    key,
+                    f"{source} has grouped-query attention; for multi-head latent attention "
+                    "name an MLA preset or config, or write the whole shape without one",
+                )
     return None

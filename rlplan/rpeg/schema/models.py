@@ -1,7 +1,7 @@
 """The ``models`` section's entries: the shape of a decoder-only transformer, or a rule.
 
 Fields are declared in :data:`MODEL_FIELDS` (:mod:`rlplan.rpeg.schema.fields`);
-``preset`` (a name of :data:`rlplan.rpeg.schema.presets.MODEL_PRESETS`) or
+``preset`` (a name of :data:`rlplan.rpeg.schema.model_presets.MODEL_PRESETS`) or
 ``hf_config`` (a Hugging Face ``config.json``) fill the fields not written.
 
 An entry's ``kind`` is ``model`` (the default) or, for the reward only,
@@ -241,7 +241,7 @@ def parse_model(data: Any, path: str, base_dir: str | os.PathLike[str] | None = 
     ----------
     data
         The mapping as written: shape fields, or a ``preset`` name of
-        :data:`rlplan.rpeg.schema.presets.MODEL_PRESETS` or an ``hf_config`` path, which
+        :data:`rlplan.rpeg.schema.model_presets.MODEL_PRESETS` or an ``hf_config`` path, which
         the other fields override; ``kind``, if given, is ``model``.
     path
         Its field path (``models.actor``).

@@ -1,4 +1,4 @@
-"""Named GPUs and models for instance files, and Hugging Face ``config.json`` reading.
+"""Named GPUs for instance files, and the entry points that expand presets and configs.
 
 Three shortcuts fill instance fields so a user need not copy numbers by hand
 (docs/instance.md):
@@ -9,14 +9,16 @@ Three shortcuts fill instance fields so a user need not copy numbers by hand
   communication figures, the four host rates of the GPU's host link and
   ``host_memory_per_node`` from :data:`GPU_PRESETS`;
 * ``models.<role>: {preset: llama-3.1-8b}`` fills the shape from
-  :data:`MODEL_PRESETS`;
+  :data:`~rlplan.rpeg.schema.model_presets.MODEL_PRESETS`;
 * ``models.<role>: {hf_config: path/to/config.json}`` reads the shape from a
   Hugging Face config file, offline (a relative path is relative to the
-  instance file).
+  instance file; :mod:`rlplan.rpeg.schema.hf_config`).
 
 Any field written next to a preset or ``hf_config`` overrides the value it
-would fill. The functions here only build the raw mapping of instance
-fields; :mod:`rlplan.rpeg.schema.instance` validates the result like hand-written input.
+would fill, except that mixture-of-experts or latent-attention fields cannot
+turn a dense preset or config into a mixture (:func:`expand_model`). The
+functions here only build the raw mapping of instance fields;
+:mod:`rlplan.rpeg.schema.instance` validates the result like hand-written input.
 
 Sources. Compute, memory and the intra-node link of every GPU are vendor
 figures (the datasheet each preset names); BF16 figures are *dense* (the
@@ -31,13 +33,15 @@ rather than datasheet numbers; they are the ones the shipped instances use.
 from __future__ import annotations
 
 import difflib
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rlplan.rpeg.errors import InstanceError, did_you_mean
+from rlplan.rpeg.errors import InstanceError
+from rlplan.rpeg.schema.hf_config import read_hf_config
+from rlplan.rpeg.schema.mixture import dense_contradiction
+from rlplan.rpeg.schema.model_presets import model_preset, preset_name
 
 LEVELS = ("g", "n", "r")
 #: The host rates a preset fills (the four ``hardware`` host-rate fields).
@@ -426,137 +430,6 @@ GPU_ALIASES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class ModelPreset:
-    """The shape of a published model, as its Hugging Face ``config.json`` gives it.
-
-    Attributes
-    ----------
-    name
-        Preset name as written in ``models.<role>.preset``.
-    repository
-        The Hugging Face repository whose ``config.json`` the shape is taken
-        from (``huggingface.co/<repository>/blob/main/config.json``).
-    layers, hidden_dim, ffn_dim, vocab_size
-        ``num_hidden_layers``, ``hidden_size``, ``intermediate_size``, ``vocab_size``.
-    attention_heads, kv_heads, head_dim
-        ``num_attention_heads``, ``num_key_value_heads`` and ``head_dim``
-        (``hidden_size / num_attention_heads`` where the config has none).
-    tied_embeddings
-        ``tie_word_embeddings``.
-    """
-
-    name: str
-    repository: str
-    layers: int
-    hidden_dim: int
-    ffn_dim: int
-    vocab_size: int
-    attention_heads: int
-    kv_heads: int
-    head_dim: int
-    tied_embeddings: bool
-
-    def fields(self) -> dict[str, Any]:
-        """The ``models.<role>`` fields this preset fills (see :func:`shape_fields`)."""
-        return shape_fields(
-            layers=self.layers,
-            hidden_dim=self.hidden_dim,
-            ffn_dim=self.ffn_dim,
-            vocab_size=self.vocab_size,
-            attention_heads=self.attention_heads,
-            kv_heads=self.kv_heads,
-            head_dim=self.head_dim,
-            tied_embeddings=self.tied_embeddings,
-        )
-
-
-def shape_fields(
-    *,
-    layers: int,
-    hidden_dim: int,
-    ffn_dim: int,
-    vocab_size: int,
-    attention_heads: int,
-    kv_heads: int,
-    head_dim: int,
-    tied_embeddings: bool,
-) -> dict[str, Any]:
-    """A model shape as ``models.<role>`` fields.
-
-    ``attention_heads`` is written only when the query width
-    ``attention_heads * head_dim`` differs from ``hidden_dim`` (as in Qwen3);
-    otherwise the schema derives it, so a preset gives the same parsed model
-    as the hand-written fields.
-
-    Returns
-    -------
-    dict[str, Any]
-        ``layers``, ``hidden_dim``, ``ffn_dim``, ``vocab_size``, ``head_dim``,
-        ``kv_heads``, ``gated_ffn`` (true: every model here has a SwiGLU
-        feed-forward block), ``tied_embeddings`` and, when needed,
-        ``attention_heads``.
-    """
-    values: dict[str, Any] = {
-        "layers": layers,
-        "hidden_dim": hidden_dim,
-        "ffn_dim": ffn_dim,
-        "vocab_size": vocab_size,
-        "head_dim": head_dim,
-        "kv_heads": kv_heads,
-        "gated_ffn": True,
-        "tied_embeddings": tied_embeddings,
-    }
-    if attention_heads * head_dim != hidden_dim:
-        values["attention_heads"] = attention_heads
-    return values
-
-
-# Each row copies huggingface.co/<repository>/blob/main/config.json: name,
-# repository, then num_hidden_layers, hidden_size, intermediate_size,
-# vocab_size, num_attention_heads, num_key_value_heads, head_dim (hidden_size
-# / num_attention_heads where the config has none), tie_word_embeddings.
-_MODEL_ROWS = (
-    ("llama-3.1-8b", "meta-llama/Llama-3.1-8B", 32, 4096, 14336, 128256, 32, 8, 128, False),
-    ("llama-3.1-70b", "meta-llama/Llama-3.1-70B", 80, 8192, 28672, 128256, 64, 8, 128, False),
-    # Llama-3 (the shipped instances' models): the Llama-3.1 shapes.
-    ("llama-3-8b", "meta-llama/Meta-Llama-3-8B", 32, 4096, 14336, 128256, 32, 8, 128, False),
-    ("llama-3-70b", "meta-llama/Meta-Llama-3-70B", 80, 8192, 28672, 128256, 64, 8, 128, False),
-    ("llama-3.2-1b", "meta-llama/Llama-3.2-1B", 16, 2048, 8192, 128256, 32, 8, 64, True),
-    ("llama-3.2-3b", "meta-llama/Llama-3.2-3B", 28, 3072, 8192, 128256, 24, 8, 128, True),
-    ("qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B", 24, 896, 4864, 151936, 14, 2, 64, True),
-    ("qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B", 28, 1536, 8960, 151936, 12, 2, 128, True),
-    ("qwen2.5-3b", "Qwen/Qwen2.5-3B", 36, 2048, 11008, 151936, 16, 2, 128, True),
-    ("qwen2.5-7b", "Qwen/Qwen2.5-7B", 28, 3584, 18944, 152064, 28, 4, 128, False),
-    ("qwen2.5-14b", "Qwen/Qwen2.5-14B", 48, 5120, 13824, 152064, 40, 8, 128, False),
-    ("qwen2.5-32b", "Qwen/Qwen2.5-32B", 64, 5120, 27648, 152064, 40, 8, 128, False),
-    ("qwen2.5-72b", "Qwen/Qwen2.5-72B", 80, 8192, 29568, 152064, 64, 8, 128, False),
-    # Qwen2.5-Math-7B has the Qwen2.5-7B shape.
-    ("qwen2.5-math-7b", "Qwen/Qwen2.5-Math-7B", 28, 3584, 18944, 152064, 28, 4, 128, False),
-    # Qwen3: explicit head_dim 128, so the query width heads * 128 may differ
-    # from hidden_size (4096 vs 2560 for Qwen3-4B, 8192 vs 5120 for Qwen3-32B).
-    ("qwen3-4b", "Qwen/Qwen3-4B", 36, 2560, 9728, 151936, 32, 8, 128, True),
-    ("qwen3-8b", "Qwen/Qwen3-8B", 36, 4096, 12288, 151936, 32, 8, 128, False),
-    ("qwen3-14b", "Qwen/Qwen3-14B", 40, 5120, 17408, 151936, 40, 8, 128, False),
-    ("qwen3-32b", "Qwen/Qwen3-32B", 64, 5120, 25600, 151936, 64, 8, 128, False),
-)
-_MODELS = tuple(ModelPreset(*row) for row in _MODEL_ROWS)
-
-#: Model presets by name.
-MODEL_PRESETS: dict[str, ModelPreset] = {preset.name: preset for preset in _MODELS}
-
-
-def _normalise(name: str) -> str:
-    """Lower case, ``_`` and spaces as ``-``."""
-    return name.strip().lower().replace("_", "-").replace(" ", "-")
-
-
-def _preset_name(value: Any, path: str, what: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InstanceError(path, f"must be the name of a {what} preset, got {value!r}")
-    return _normalise(value)
-
-
 def gpu_preset(value: Any, path: str = "hardware.preset") -> GpuPreset:
     """The GPU preset ``value`` names (a name of :data:`GPU_PRESETS` or an alias).
 
@@ -565,7 +438,7 @@ def gpu_preset(value: Any, path: str = "hardware.preset") -> GpuPreset:
     InstanceError
         For anything else, with the closest name and every known one.
     """
-    name = _preset_name(value, path, "GPU")
+    name = preset_name(value, path, "GPU")
     name = GPU_ALIASES.get(name, name)
     preset = GPU_PRESETS.get(name)
     if preset is None:
@@ -573,33 +446,6 @@ def gpu_preset(value: Any, path: str = "hardware.preset") -> GpuPreset:
         hint = f"; did you mean {GPU_ALIASES.get(close[0], close[0])!r}?" if close else ""
         raise InstanceError(
             path, f"unknown GPU preset {value!r}{hint} (known: {', '.join(GPU_PRESETS)})"
-        )
-    return preset
-
-
-def model_preset(value: Any, path: str) -> ModelPreset:
-    """The model preset ``value`` names.
-
-    Case and a Hugging Face organisation prefix are ignored
-    (``Qwen/Qwen2.5-7B`` is ``qwen2.5-7b``), and so is an ``-Instruct``
-    suffix: instruction-tuned models have their base model's shape.
-
-    Raises
-    ------
-    InstanceError
-        For an unknown name, with the closest one and every known one.
-    """
-    name = _preset_name(value, path, "model")
-    name = name.rsplit("/", 1)[-1]
-    name = name.removeprefix("meta-")
-    if name.endswith("-instruct"):
-        name = name.removesuffix("-instruct")
-    preset = MODEL_PRESETS.get(name)
-    if preset is None:
-        raise InstanceError(
-            path,
-            f"unknown model preset {value!r}{did_you_mean(name, MODEL_PRESETS)} "
-            f"(known: {', '.join(MODEL_PRESETS)})",
         )
     return preset
 
@@ -638,160 +484,6 @@ def expand_hardware(section: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-#: ``config.json`` keys that mark a mixture-of-experts model, which the cost
-#: model (dense layers) does not describe.
-_MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size")
-
-
-def _config_int(config: Mapping[str, Any], key: str, path: str, source: str) -> int:
-    value = config.get(key)
-    if value is None:
-        raise InstanceError(f"{path}.{key}", f"missing in {source}")
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InstanceError(
-            f"{path}.{key}", f"must be a positive integer in {source}, got {value!r}"
-        )
-    return value
-
-
-def read_hf_config(
-    value: Any, path: str, base_dir: str | os.PathLike[str] | None
-) -> dict[str, Any]:
-    """The ``models.<role>`` fields of a Hugging Face ``config.json``, read offline.
-
-    Reads ``num_hidden_layers``, ``hidden_size``, ``intermediate_size``,
-    ``vocab_size``, ``num_attention_heads`` (all required),
-    ``num_key_value_heads`` (default: the attention heads), ``head_dim``
-    (default ``hidden_size / num_attention_heads``) and
-    ``tie_word_embeddings`` (default false, the default of the Llama, Qwen2
-    and Qwen3 config classes). A multimodal config's ``text_config`` is read
-    when the top level has no ``num_hidden_layers``.
-
-    Parameters
-    ----------
-    value
-        The ``hf_config`` entry: a path to ``config.json`` or to the folder
-        holding it.
-    path
-        Field path of the entry (``models.actor.hf_config``) for errors.
-    base_dir
-        Folder a relative ``value`` is relative to (the instance file's);
-        None for the current folder.
-
-    Returns
-    -------
-    dict[str, Any]
-        The fields :func:`shape_fields` builds.
-
-    Raises
-    ------
-    InstanceError
-        For a file that cannot be read or is not a JSON object, a missing or
-        non-positive field (named ``<path>.<config key>``), a hidden size the
-        heads do not divide without ``head_dim``, or a mixture-of-experts model.
-    """
-    file = _config_file(value, path, base_dir)
-    data = _load_config(file, path)
-    config = data
-    if "num_hidden_layers" not in data and isinstance(data.get("text_config"), dict):
-        config = data["text_config"]
-    source = os.path.basename(file)
-    for key in _MOE_KEYS:
-        if config.get(key):
-            raise InstanceError(
-                f"{path}.{key}",
-                f"{source} describes a mixture-of-experts model; only dense models are modelled",
-            )
-    return _config_shape(config, data, path, source)
-
-
-def _config_file(value: Any, path: str, base_dir: str | os.PathLike[str] | None) -> str:
-    """The file an ``hf_config`` entry names: ``config.json`` inside a folder, ``~`` expanded.
-
-    Raises
-    ------
-    InstanceError
-        For an entry that is not a non-empty path.
-    """
-    if not isinstance(value, str | os.PathLike) or not os.fspath(value).strip():
-        raise InstanceError(path, f"must be the path of a Hugging Face config.json, got {value!r}")
-    file = os.path.expanduser(os.fspath(value))
-    if base_dir is not None and not os.path.isabs(file):
-        file = os.path.join(os.fspath(base_dir), file)
-    if os.path.isdir(file):
-        file = os.path.join(file, "config.json")
-    return file
-
-
-def _load_config(file: str, path: str) -> dict[str, Any]:
-    """The JSON object in ``file`` (at most 1 MiB).
-
-    Raises
-    ------
-    InstanceError
-        For a file that is too large, cannot be read or is not a JSON object.
-    """
-    try:
-        if os.path.getsize(file) > 1 << 20:
-            raise InstanceError(path, f"{file} is too large to be a config.json")
-        with open(file, encoding="utf-8") as stream:
-            data = json.load(stream)
-    except OSError as exc:
-        raise InstanceError(path, f"cannot read {file}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        first = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-        raise InstanceError(path, f"{file} is not a JSON file: {first}") from None
-    if not isinstance(data, dict):
-        raise InstanceError(path, f"{file} must hold a JSON object")
-    return data
-
-
-def _config_shape(
-    config: Mapping[str, Any], data: Mapping[str, Any], path: str, source: str
-) -> dict[str, Any]:
-    """The model shape of a (text) config; ``data`` is the whole file, for a top-level tie.
-
-    Raises
-    ------
-    InstanceError
-        For a missing or non-positive field, a hidden size the heads do not
-        divide without ``head_dim``, or a ``tie_word_embeddings`` that is not a boolean.
-    """
-    layers = _config_int(config, "num_hidden_layers", path, source)
-    hidden = _config_int(config, "hidden_size", path, source)
-    ffn = _config_int(config, "intermediate_size", path, source)
-    vocab = _config_int(config, "vocab_size", path, source)
-    heads = _config_int(config, "num_attention_heads", path, source)
-    kv_heads = heads
-    if config.get("num_key_value_heads") is not None:
-        kv_heads = _config_int(config, "num_key_value_heads", path, source)
-    if config.get("head_dim") is not None:
-        head_dim = _config_int(config, "head_dim", path, source)
-    elif hidden % heads:
-        raise InstanceError(
-            f"{path}.head_dim",
-            f"missing in {source}, and hidden_size {hidden} is not a multiple of "
-            f"num_attention_heads {heads}",
-        )
-    else:
-        head_dim = hidden // heads
-    tied = config.get("tie_word_embeddings", data.get("tie_word_embeddings", False))
-    if not isinstance(tied, bool):
-        raise InstanceError(
-            f"{path}.tie_word_embeddings", f"must be true or false in {source}, got {tied!r}"
-        )
-    return shape_fields(
-        layers=layers,
-        hidden_dim=hidden,
-        ffn_dim=ffn,
-        vocab_size=vocab,
-        attention_heads=heads,
-        kv_heads=kv_heads,
-        head_dim=head_dim,
-        tied_embeddings=tied,
-    )
-
-
 def expand_model(
     section: Mapping[str, Any], path: str, base_dir: str | os.PathLike[str] | None = None
 ) -> dict[str, Any]:
@@ -815,18 +507,34 @@ def expand_model(
     Raises
     ------
     InstanceError
-        For both ``preset`` and ``hf_config``, an unknown preset or an
-        unusable config file.
+        For both ``preset`` and ``hf_config``, an unknown preset, an
+        unusable config file, or an MoE or MLA field written beside a dense
+        or grouped-query preset or config
+        (:func:`~rlplan.rpeg.schema.mixture.dense_contradiction`).
     """
     preset, config = section.get("preset"), section.get("hf_config")
     if preset is not None and config is not None:
         raise InstanceError(f"{path}.hf_config", "give preset or hf_config, not both")
-    values: dict[str, Any] = {}
+    written = {key: value for key, value in section.items() if key not in ("preset", "hf_config")}
+    if preset is None and config is None:
+        return written
     if preset is not None:
-        values = model_preset(preset, f"{path}.preset").fields()
-    elif config is not None:
+        named = model_preset(preset, f"{path}.preset")
+        values, source = named.fields(), named.name
+    else:
         values = read_hf_config(config, f"{path}.hf_config", base_dir)
-    values.update(
-        (key, value) for key, value in section.items() if key not in ("preset", "hf_config")
-    )
+        source = _config_name(config)
+    problem = dense_contradiction(values, written, source)
+    if problem is not None:
+        raise InstanceError(f"{path}.{problem.path}", problem.message)
+    values.update(written)
     return values
+
+
+def _config_name(value: Any) -> str:
+    """A short name of an ``hf_config`` entry for messages: ``Qwen3-8B/config.json``."""
+    file = os.path.normpath(os.fspath(value))
+    if os.path.basename(file) != "config.json":
+        file = os.path.join(file, "config.json")
+    folder = os.path.basename(os.path.dirname(file))
+    return f"{folder}/config.json" if folder else "config.json"

@@ -20,6 +20,7 @@ from rlplan.rpeg.model.frameworks.rules import (
     SameBlock,
     SameLayout,
     StalenessValues,
+    layout_of,
     plan_problems,
 )
 from rlplan.rpeg.model.plan import Placement, Plan
@@ -64,9 +65,8 @@ def conform(directory: CandidateDirectory, plan: Plan) -> Plan:
     return _staleness(framework, names, plan)
 
 
-def _layout(candidate_or_strategy) -> tuple[int, int, int]:
-    strategy = getattr(candidate_or_strategy, "strategy", candidate_or_strategy)
-    return (strategy.dp, strategy.pp, strategy.tp)
+def _layout(candidate_or_strategy) -> tuple[int, ...]:
+    return layout_of(getattr(candidate_or_strategy, "strategy", candidate_or_strategy))
 
 
 def _follow(

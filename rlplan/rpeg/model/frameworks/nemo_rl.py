@@ -9,7 +9,16 @@ optimizer) or ZeRO-3 (DTensor FSDP2) training with any tp, and pp under
 Megatron; full activation checkpointing on or off; vLLM generation with any
 tp and pp, ``gpu_memory_utilization`` and ``max_num_seqs``
 (``policy.generation.vllm_kwargs``); any actor staleness s >= 1 as async GRPO
-(``grpo.async_grpo.max_trajectory_age_steps: s``, a positive int).
+(``grpo.async_grpo.max_trajectory_age_steps: s``, a positive int). Mixtures of
+experts: Megatron's ``expert_model_parallel_size``,
+``expert_tensor_parallel_size`` and ``context_parallel_size`` of
+``policy.megatron_cfg`` (nemo_rl/models/megatron/setup.py ``_apply_moe_config``
+and ``_apply_parallelism_config``), which old and reference log-probs share
+(their :class:`SameLayout` rules compare ep, etp and cp too), DTensor's
+``dtensor_cfg.expert_parallel_size`` and ``context_parallel_size``
+(nemo_rl/models/automodel/setup.py), and the rollout's
+``vllm_cfg.expert_parallel_size``, a multiple of tp (vLLM's EP = DP x TP:
+nemo_rl/models/generation/vllm/vllm_generation.py).
 
 What the rule kinds cannot say yet, so the exporter writes it as a "not
 expressible" line:
@@ -24,7 +33,15 @@ expressible" line:
   (``refit_policy_generation`` offloads only when colocated): offload false,
   the counterpart of ``train-offload-beside-rollout`` for unshared blocks;
 * old and reference log-probs share one ``policy.logprob_batch_size``: equal
-  micro-batches of two vertices.
+  micro-batches of two vertices;
+* Megatron context parallelism needs sequence packing (``_apply_parallelism_config``
+  asserts it), an engine setting of the instance;
+* a rollout with ep above tp runs vLLM's data parallelism inside one engine,
+  which ``VllmGeneration.__init__`` allows only without ``async_engine``, and
+  async GRPO and vLLM pp > 1 need ``async_engine``: a rule on a field and the
+  staleness;
+* DTensor (ZeRO-3) has no expert tensor parallel setting: etp 1 under ZeRO-3,
+  a rule on two fields of one vertex.
 """
 
 from __future__ import annotations
@@ -76,7 +93,7 @@ _ALGORITHMS = (
 _LOGPROBS = (
     SameLayout(
         name="logprobs-on-policy",
-        words="actor.infer runs on actor.train's block with its tp, pp and dp",
+        words="actor.infer runs on actor.train's block with its tp, pp, dp, ep, etp and cp",
         need="old log-probs could run on other GPUs or in another layout",
         source=f"{_AT}, nemo_rl/models/policy/lm_policy.py (Policy.get_logprobs on the "
         "policy's worker group), nemo_rl/algorithms/grpo.py (grpo_train)",
@@ -85,7 +102,7 @@ _LOGPROBS = (
     ),
     SameLayout(
         name="reference-on-policy",
-        words="reference.infer runs on actor.train's block with its tp, pp and dp",
+        words="reference.infer runs on actor.train's block with its tp, pp, dp, ep, etp and cp",
         need="a reference worker group of its own",
         source=f"{_AT}, nemo_rl/models/policy/lm_policy.py "
         "(Policy.get_reference_policy_logprobs), use_reference_model in "
@@ -222,7 +239,7 @@ _VALUE = (
     ),
     SameLayout(
         name="values-on-value-workers",
-        words="critic.infer runs on critic.train's block with its tp, pp and dp",
+        words="critic.infer runs on critic.train's block with its tp, pp, dp, ep, etp and cp",
         need="values computed on other GPUs or in another layout",
         source=f"{_AT}, nemo_rl/models/value/lm_value.py (Value.get_values on the value "
         "model's worker group)",

@@ -11,7 +11,9 @@ What OpenRLHF allows without a rule (so none is written):
 * sharding: ``--ds.zero_stage`` 1 (zero1) or 3 (zero3), and recompute:
   ``--actor.gradient_checkpointing_enable`` (none or full);
 * rollout tp: ``--vllm.tensor_parallel_size``, any dp (``--vllm.num_engines``),
-  any ``--vllm.gpu_memory_utilization``;
+  any ``--vllm.gpu_memory_utilization``; mixtures of experts run with every
+  expert on each DeepSpeed rank and tp-sharded experts in vLLM (ep 1: rules
+  ``deepspeed-no-ep``, ``rollout-no-ep``; etp divides tp = 1);
 * actor staleness s >= 0: s = 0 is the synchronous trainer, s >= 1
   ``--train.async_enable --train.async_queue_size s`` (the generator takes one
   of s slots per batch and the trainer frees one when it starts a batch,
@@ -155,6 +157,55 @@ _STRATEGIES = (
         kinds=DEEPSPEED_KINDS,
     ),
     FieldValues(
+        name="deepspeed-no-ep",
+        words=(
+            "train and infer vertices at ep 1 (a DeepSpeed model holds every expert: "
+            "transformers' MoE layers, no expert parallel group)"
+        ),
+        need="expert parallelism in the DeepSpeed models",
+        source=(
+            f"{AT} openrlhf/utils/deepspeed/deepspeed.py DeepspeedStrategy.setup_distributed: "
+            "device mesh (dp, sp, tp), no expert dimension; train_ppo_ray.py "
+            "--ds.experts_implementation picks how experts compute (eager, batched_mm, "
+            "grouped_mm, deepgemm), not where"
+        ),
+        field="ep",
+        allowed=frozenset({1}),
+        kinds=DEEPSPEED_KINDS,
+    ),
+    FieldValues(
+        name="deepspeed-cp-1",
+        words=(
+            "train and infer vertices at cp 1 (OpenRLHF has one --ds.ring_attn_size for every "
+            "DeepSpeed model; cp above 1 is left out since no rule ties cp across vertices)"
+        ),
+        need="cp tied across the actor, reference, reward and critic (one ring attention flag)",
+        source=(
+            f"{CLI} --ds.ring_attn_size ('Context Parallel', default 1; above 1 sets "
+            "--ds.packing_samples), the sp dimension of DeepspeedStrategy.setup_distributed's "
+            "mesh (openrlhf/utils/deepspeed/deepspeed.py)"
+        ),
+        field="cp",
+        allowed=frozenset({1}),
+        kinds=DEEPSPEED_KINDS,
+    ),
+    FieldValues(
+        name="rollout-no-ep",
+        words="actor.generate at ep 1 (vLLM engines shard experts over tp: no expert parallel "
+        "flag)",
+        need="a --vllm flag for vLLM's enable_expert_parallel (and data-parallel attention)",
+        source=(
+            f"{AT} openrlhf/trainer/ray/vllm_engine.py create_vllm_engines: the engine "
+            "arguments name tensor_parallel_size, no enable_expert_parallel or "
+            "data_parallel_size; vllm-project/vllm vllm/config/parallel.py "
+            "ParallelConfig.enable_expert_parallel defaults to False ('Use expert parallelism "
+            "instead of tensor parallelism for MoE layers')"
+        ),
+        field="ep",
+        allowed=frozenset({1}),
+        vertices=("actor.generate",),
+    ),
+    FieldValues(
         name="logprobs-resident",
         words="actor.infer and critic.infer at offload false (they use their group's weights)",
         need="the actor's and critic's weights offloaded around their forward passes",
@@ -174,7 +225,7 @@ _STRATEGIES = (
 _PLACEMENT = (
     SameLayout(
         name="logprobs-on-actor",
-        words="actor.infer on actor.train's GPUs with its tp, pp and dp",
+        words="actor.infer on actor.train's GPUs with its tp, pp, dp, ep, etp and cp",
         need="log-probs could run on other GPUs (a log-prob worker group of their own)",
         source=(
             f"{AT} openrlhf/trainer/ppo_utils/experience_maker.py make_experience: "
@@ -185,7 +236,7 @@ _PLACEMENT = (
     ),
     SameLayout(
         name="values-on-critic",
-        words="critic.infer on critic.train's GPUs with its tp, pp and dp",
+        words="critic.infer on critic.train's GPUs with its tp, pp, dp, ep, etp and cp",
         need="values could run on other GPUs (a value worker group of their own)",
         source=(
             f"{AT} openrlhf/trainer/ppo_utils/experience_maker.py make_experience: values "

@@ -17,7 +17,8 @@ inherits it:
     a trained model's staleness takes only some values.
 :class:`SameBlock` / :class:`SameLayout`
     a follower vertex runs on its leader's block (and, for a layout, with its
-    leader's tp, pp and dp): a tie row per leader assignment.
+    leader's :data:`LAYOUT_FIELDS`: tp, pp, dp and the expert and context
+    parallel degrees): a tie row per leader assignment.
 :class:`SameOrDisjoint`
     two vertices' blocks are equal or share no GPU.
 :class:`DisjointWhenStale`
@@ -46,6 +47,18 @@ if TYPE_CHECKING:
     from rlplan.rpeg.model.cost import Strategy
     from rlplan.rpeg.model.plan import Plan
     from rlplan.rpeg.schema.instance import Instance
+
+
+#: The strategy fields a :class:`SameLayout` follower takes from its leader: the
+#: structural ones and the expert and context parallel degrees, which every
+#: framework sets once per engine (a pass on another engine's model runs in that
+#: engine's process groups), all 1 for dense models and where never listed.
+LAYOUT_FIELDS = ("dp", "pp", "tp", "ep", "etp", "cp")
+
+
+def layout_of(strategy: Strategy) -> tuple[int, ...]:
+    """The :data:`LAYOUT_FIELDS` of ``strategy``, in that order."""
+    return tuple(getattr(strategy, name) for name in LAYOUT_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -140,7 +153,7 @@ class SameBlock(Rule):
 
 @dataclass(frozen=True)
 class SameLayout(SameBlock):
-    """``follower`` runs on ``leader``'s block with ``leader``'s tp, pp and dp."""
+    """``follower`` runs on ``leader``'s block with ``leader``'s :data:`LAYOUT_FIELDS`."""
 
 
 @dataclass(frozen=True)
@@ -291,8 +304,7 @@ def _pair_problem(rule: Rule, placed: dict, staleness: dict[str, int], fw: Frame
             return None
         same = leader.block == follower.block
         if isinstance(rule, SameLayout):
-            a, b = leader.strategy, follower.strategy
-            same = same and (a.dp, a.pp, a.tp) == (b.dp, b.pp, b.tp)
+            same = same and layout_of(leader.strategy) == layout_of(follower.strategy)
         return None if same else f"{rule.follower} vs {rule.leader}"
     if isinstance(rule, SameOrDisjoint):
         present = [n for n in rule.vertices if n in placed]

@@ -14,11 +14,17 @@ standalone rollout pool, and the reward model's pool; pools share no GPU.
 What verl allows and the plan space keeps without a rule: ZeRO-1 (Megatron's
 distributed optimizer) and ZeRO-3 (FSDP, or Megatron-FSDP with tp/pp,
 ``use_megatron_fsdp``, verl/workers/config/engine.py McoreEngineConfig) for
-each trained model; tp and pp of every train and infer vertex (Megatron
-``tensor_model_parallel_size`` / ``pipeline_model_parallel_size`` per role) and
-of the rollout; recompute on or off; training states resident or offloaded
-beside a colocated rollout (``param_offload`` / ``optimizer_offload``,
-verl/trainer/config/engine/*.yaml, default false); the reference offloaded
+each trained model; tp, pp, and the expert and context parallel degrees
+(``expert_model_parallel_size``, ``expert_tensor_parallel_size``,
+``context_parallel_size`` of verl/trainer/config/engine/megatron.yaml) of the
+actor, in which the reference and the critic run too (below); the rollout's
+tp and expert parallel degree (``actor_rollout_ref.rollout.expert_parallel_size``
+= tp x ``data_parallel_size``, which ``RolloutConfig.__post_init__`` of
+verl/workers/config/rollout.py asserts: the plan space's ep GPUs sharing one
+copy of the experts with ep/tp data-parallel attention ranks); recompute on or
+off; training states resident or offloaded beside a colocated rollout
+(``param_offload`` / ``optimizer_offload``, verl/trainer/config/engine/*.yaml,
+default false); the reference offloaded
 or not; any actor staleness (``trainer.v1.sampler.max_off_policy_threshold``,
 an integer > 0, verl/trainer/ppo/v1/replay_buffer.py), with the rollout on
 the actor's GPUs (``colocate_async``) or on its own (``separate_async``).
@@ -30,16 +36,29 @@ its train and eval mode: verl/workers/engine/base.py ``BaseEngineCtx``); a
 reward model shares no GPU with the rollout's own pool and has a pool of its
 own whenever the rollout has one (``PPOTrainerSeparateAsync.__init__``
 asserts ``reward.reward_model.enable_resource_pool``); a reward model on a
-pool of its own stays awake (offload false).
+pool of its own stays awake (offload false); a reward model served by vLLM
+takes experts tp-sharded (ep 1, etp tp) or expert parallel over ep = tp x
+data-parallel ranks (etp 1), no other expert layout.
+
+One Megatron parallel state per GPU: verl puts every role of the global pool
+in one process per GPU (``create_colocated_worker_cls``,
+verl/single_controller/ray/base.py: the role classes instantiated in one
+``WorkerDict`` actor), and ``MegatronEngine._init_device_mesh``
+(verl/workers/engine/megatron/transformer_impl.py; "TODO: set different
+parallelism for actor, critic, ref") initializes Megatron's process groups
+once, returning when ``mpu.is_initialized()``: the reference, built first by
+``ActorRolloutRefWorker.init_model``, the actor and the critic take one tp,
+pp, cp, ep and etp. Under FSDP (tp = pp = 1, no expert or context
+parallelism) the tie holds by itself.
 """
 
 from __future__ import annotations
 
 from rlplan.rpeg.model.frameworks.rules import (
     DisjointWhenStale,
+    FieldValues,
     FieldWhenShared,
     Framework,
-    SameBlock,
     SameLayout,
     SameOrDisjoint,
     Unsupported,
@@ -48,6 +67,13 @@ from rlplan.rpeg.model.frameworks.rules import (
 #: The release every rule is read from.
 RELEASE = "0.9.1"
 _WHEEL = f"verl {RELEASE}"
+#: Why every Megatron role of the global pool shares one layout.
+_ONE_PARALLEL_STATE = (
+    "one process per GPU for all its roles (verl/single_controller/ray/base.py "
+    "create_colocated_worker_cls), whose Megatron process groups the first engine sets "
+    "(verl/workers/engine/megatron/transformer_impl.py MegatronEngine._init_device_mesh "
+    "returns when mpu.is_initialized())"
+)
 
 RULES = (
     Unsupported(
@@ -69,7 +95,8 @@ RULES = (
     ),
     SameLayout(
         name="logprobs-on-actor",
-        words="old log-probs (actor.infer) run on actor.train's GPUs in its tp, pp and dp",
+        words="old log-probs (actor.infer) run on actor.train's GPUs in its tp, pp, dp, ep, etp "
+        "and cp",
         need="old log-probs could run on other GPUs or in another layout",
         source=(
             f"{_WHEEL} verl/workers/engine_workers.py ActorRolloutRefWorker.compute_log_prob "
@@ -78,32 +105,38 @@ RULES = (
         leader="actor.train",
         follower="actor.infer",
     ),
-    SameBlock(
+    SameLayout(
         name="reference-on-global-pool",
-        words="reference log-probs (reference.infer) run on actor.train's GPUs (own tp/pp)",
-        need="the reference could have GPUs of its own",
+        words=(
+            "reference log-probs (reference.infer) run on actor.train's GPUs in its tp, pp, "
+            "dp, ep, etp and cp (one Megatron parallel state per process; own offload)"
+        ),
+        need="the reference could have GPUs or Megatron process groups of its own",
         source=(
             f"{_WHEEL} verl/trainer/ppo/v1/trainer_base.py _init_resource_pool_mgr "
-            "(Role.ActorRolloutRef or Role.RefPolicy -> global_pool); own layout: "
-            "actor_rollout_ref.ref.megatron.* (verl/trainer/config/ref/megatron_ref.yaml)"
+            "(Role.ActorRolloutRef or Role.RefPolicy -> global_pool); "
+            f"{_ONE_PARALLEL_STATE}"
         ),
         leader="actor.train",
         follower="reference.infer",
     ),
-    SameBlock(
+    SameLayout(
         name="critic-on-global-pool",
-        words="critic.train runs on actor.train's GPUs (own tp/pp, sharding and offload)",
-        need="the critic could have GPUs of its own",
+        words=(
+            "critic.train runs on actor.train's GPUs in its tp, pp, dp, ep, etp and cp (one "
+            "Megatron parallel state per process; own sharding and offload)"
+        ),
+        need="the critic could have GPUs or Megatron process groups of its own",
         source=(
             f"{_WHEEL} verl/trainer/ppo/v1/trainer_base.py _init_resource_pool_mgr "
-            "(Role.Critic -> global_pool)"
+            f"(Role.Critic -> global_pool); {_ONE_PARALLEL_STATE}"
         ),
         leader="actor.train",
         follower="critic.train",
     ),
     SameLayout(
         name="values-on-critic",
-        words="values (critic.infer) run on critic.train's GPUs in its tp, pp and dp",
+        words="values (critic.infer) run on critic.train's GPUs in its tp, pp, dp, ep, etp and cp",
         need="values could run on other GPUs or in another layout",
         source=(
             f"{_WHEEL} verl/trainer/ppo/v1/trainer_base.py PPOTrainer._compute_values "
@@ -140,6 +173,21 @@ RULES = (
         other="actor.train",
         field="offload",
         allowed=frozenset({True}),
+    ),
+    FieldValues(
+        name="reward-model-no-context-parallel",
+        words="reward.infer at cp 1 (a reward model is served by vLLM, whose rollout config has "
+        "no context parallel size)",
+        need="context parallelism for the reward model's server",
+        source=(
+            f"{_WHEEL} verl/experimental/reward_loop/reward_model.py (vLLM replicas of "
+            "reward.reward_model.rollout); verl/workers/config/rollout.py RolloutConfig: "
+            "tensor_model_parallel_size, data_parallel_size, expert_parallel_size, "
+            "pipeline_model_parallel_size, no context parallel field"
+        ),
+        field="cp",
+        allowed=frozenset({1}),
+        vertices=("reward.infer",),
     ),
     DisjointWhenStale(
         name="critic-on-policy",
