@@ -223,17 +223,19 @@ def test_expert_pins_narrow_the_plan_space(name, pin):
 @pytest.mark.parametrize(
     ("document", "path", "message"),
     [
-        (lambda: _dense_document({"actor.train": {"ep": 2}}, expert_parallel=[1, 2]),
-         "placement.pin.actor.train.ep",
+        (lambda: _dense_document({"actor.train": {"etp": 2}}),
+         "placement.pin.actor.train.etp",
          "ep and etp apply to mixture-of-experts models only (this one is dense)"),
-        (lambda: tiny_moe_document(pin={"actor.generate": {"ep": 8}}, expert_parallel=[1, 8]),
-         "placement.pin.actor.generate.ep", "8 does not divide the 4 experts"),
-        (lambda: tiny_moe_document(pin={"actor.train": {"cp": 5}}, context_parallel=[1, 5]),
+        (lambda: _dense_document({"actor.generate": {"ep": 2}}, expert_parallel=[1, 2]),
+         "placement.pin.actor.generate.ep", "2: the actor is a dense model (only ep 1 applies)"),
+        (lambda: tiny_moe_document(pin={"actor.generate": {"ep": 3}}),
+         "placement.pin.actor.generate.ep", "3 does not divide the 4 experts of the actor"),
+        (lambda: tiny_moe_document(pin={"actor.train": {"cp": 5}}),
          "placement.pin.actor.train.cp",
          "cp 5 cannot split a 768-token sequence into 10 equal chunks (context parallelism "
          "needs S + T to be a multiple of 2*cp)"),
     ],
-    ids=["ep-dense", "ep-experts", "cp-length"],
+    ids=["etp-dense", "ep-dense", "ep-experts", "cp-length"],
 )  # fmt: skip
 def test_impossible_expert_pins_are_refused_at_parse_time(document, path, message):
     with pytest.raises(InstanceError) as caught:
@@ -253,15 +255,14 @@ def _dense_document(pin, **placement):
 
 def test_pruned_and_unpruned_directories_have_the_same_optimum():
     """Dominance pruning keeps the optimum: the oracle over the unpruned plan space (every
-    candidate that fits and starts, 7,000 placements) proves the same makespan as over
-    the pruned one (2,800). Intra-node collectives at 1 GB/s make a weight reshard
-    between layouts costly, so which layouts the directory keeps matters: pruning across
-    layouts (500 placements) loses the optimum (8.3378 s instead of 8.3207 s)."""
-    instance = tiny_moe_instance(hardware={"beta_coll_g": 1e9})
-    pruned = Problem.from_instance(instance)
-    full_directory = CandidateDirectory(instance, prune=False)
-    full = Problem(instance, full_directory, Simulator(full_directory))
-    assert exhaustive.plan_space_size(full)[0] > exhaustive.plan_space_size(pruned)[0]
+    candidate that fits and starts: 7 x 10 x 10 x 10 = 7,000 placements, each vertex on
+    either GPU with its one candidate there or on both with 5 or 8) proves the same
+    makespan as over the pruned one, which is smaller."""
+    pruned = tiny_moe_problem()
+    full_directory = CandidateDirectory(pruned.instance, prune=False)
+    full = Problem(pruned.instance, full_directory, Simulator(full_directory))
+    assert exhaustive.plan_space_size(full)[0] == 7000
+    assert exhaustive.plan_space_size(pruned)[0] < 7000
     options = SolveOptions(time_limit=120)
     best, brute = exhaustive.solve(pruned, options), exhaustive.solve(full, options)
     assert best.status is Status.OPTIMAL and brute.status is Status.OPTIMAL

@@ -125,21 +125,16 @@ def layout_field_problem(
     return found
 
 
-def pinned_layout_problem(
-    spec: ModelSpec, kind: Kind, name: str, value: int, total_length: int
-) -> str | None:
-    """Why pinning ``name`` (ep, etp or cp) to ``value`` leaves a vertex no strategy at all.
+def dense_pin_problem(spec: ModelSpec, name: str, value: int) -> str | None:
+    """Why pinning ``name`` to ``value`` leaves a vertex of the dense ``spec`` no strategy.
 
-    Whatever the other degrees: an expert degree other than 1 on a dense
-    model, an ``ep`` not dividing the experts, a ``cp`` that cannot split the
-    longest sequence. None for other fields and for values some strategy may take.
+    A dense model takes ep = etp = 1 (:func:`expert_field_problem`); other
+    fields, and mixtures of experts, are None. (A pinned ep that divides no
+    experts and a pinned cp that cannot split ``S + T`` are refused by
+    :func:`rlplan.rpeg.schema.expert_checks.check_parallel_pins`.)
     """
     if name in ("ep", "etp") and not spec.is_moe and value != 1:
         return DENSE_WORDS
-    if name == "ep" and spec.is_moe and spec.experts % value:
-        return f"{value} does not divide the {spec.experts} experts"
-    if name == "cp":
-        return context_problem(value, total_length)
     return None
 
 

@@ -531,7 +531,6 @@ def parse_instance(
             optimizer,
             rule_reward=reward_rule is not None,
             models=models,
-            total_length=workload.total_length,
         )
         if pins and AC_MODEL in optimizer.staleness_candidates:
             _check_pins_with_ac_share(pins)

@@ -45,7 +45,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from rlplan.rpeg.errors import InstanceError, describe, did_you_mean
-from rlplan.rpeg.model.parallel_layout import pinned_layout_problem
+from rlplan.rpeg.model.parallel_layout import dense_pin_problem
 from rlplan.rpeg.schema.checks import (
     boolean,
     check_keys,
@@ -295,9 +295,9 @@ def _parse_vertex(
     kind: Kind,
     hardware: Hardware,
     placement: PlacementConfig,
-    layout: tuple[ModelSpec, int] | None = None,
+    spec: ModelSpec | None = None,
 ) -> VertexPin:
-    """One vertex's pin; ``layout`` is its model and ``S + T`` (to check ep, etp and cp)."""
+    """One vertex's pin; ``spec`` is its model (to refuse expert degrees on a dense one)."""
     section = mapping(raw, path)
     _check_fields(section, path, kind)
     values: dict[str, Any] = {}
@@ -315,13 +315,13 @@ def _parse_vertex(
             values[declared.name] = _parse_dimension(
                 section[declared.name], where, declared, placement
             )
-            if layout is not None:
-                spec, total_length = layout
-                problem = pinned_layout_problem(
-                    spec, kind, declared.name, values[declared.name], total_length
-                )
-                if problem is not None:
-                    raise InstanceError(where, problem)
+            problem = (
+                None
+                if spec is None
+                else dense_pin_problem(spec, declared.name, values[declared.name])
+            )
+            if problem is not None:
+                raise InstanceError(where, problem)
     return VertexPin(**values)
 
 
@@ -335,7 +335,6 @@ def parse_pins(
     *,
     rule_reward: bool = False,
     models: Mapping[str, ModelSpec] | None = None,
-    total_length: int | None = None,
 ) -> Pins:
     """Build :class:`Pins` from ``placement.pin`` and check it against the plan space.
 
@@ -349,12 +348,10 @@ def parse_pins(
         The plan space pinned values must lie in.
     rule_reward
         Whether the reward is a rule: its template has no ``reward.infer``.
-    models, total_length
-        The instance's models and its longest sequence ``S + T``: when given,
-        a pinned ep, etp or cp no strategy of the vertex's model can take (an
-        expert degree on a dense model, an ep not dividing the experts, a cp
-        not splitting the sequence) is refused
-        (:func:`rlplan.rpeg.model.parallel_layout.pinned_layout_problem`).
+    models
+        The instance's models: when given, a pinned ep or etp other than 1 on
+        a vertex of a dense model is refused
+        (:func:`rlplan.rpeg.model.parallel_layout.dense_pin_problem`).
 
     Returns
     -------
@@ -394,7 +391,7 @@ def parse_pins(
                 vertex.kind,
                 hardware,
                 placement,
-                _layout_of(models, total_length, vertex.model),
+                None if models is None else models.get(vertex.model),
             ),
         )
         for vertex in template.vertices
@@ -421,15 +418,6 @@ def parse_pins(
             )
             staleness.append((model, steps))
     return Pins(vertices, tuple(sorted(staleness)))
-
-
-def _layout_of(
-    models: Mapping[str, ModelSpec] | None, total_length: int | None, model: str
-) -> tuple[ModelSpec, int] | None:
-    """The model and ``S + T`` pinned expert and context degrees are checked against."""
-    if models is None or total_length is None or model not in models:
-        return None
-    return models[model], total_length
 
 
 def narrowed_staleness(
