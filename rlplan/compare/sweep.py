@@ -23,23 +23,13 @@ plan since the previous value. Values are written as in an instance file
 ``message``            why the status is what it is
 =====================  ================================================================
 
-``--tornado`` moves every numeric hardware field (the ones a preset fills
-and the cost-model knobs, at their defaults when not written; not the
-cluster shape) to 0.5x and 1.5x its value, one at a time, and ranks the
-fields by the largest step-time change (a side without a plan ranks first).
-Fractions are capped below their limit (``gemm_efficiency`` and
-``decode_bw_eff`` at 1, ``memory_reserve`` at 0.99); bandwidths are varied
-in bytes/s. Fields at 0 are not varied. ``tornado.csv`` columns: ``rank``,
-``field``, ``unit``, ``base_value``, ``low_value``, ``high_value`` (the
-values used), ``step_base_s``, ``step_low_s``, ``step_high_s`` (seconds),
-``change_low_s``, ``change_high_s`` (step time minus the base's, seconds),
-``status_low``, ``status_high``.
+``--tornado`` ranks the hardware fields by the step-time change at 0.5x and
+1.5x their value (:mod:`rlplan.compare.tornado`).
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import os
 import sys
 from dataclasses import dataclass
@@ -49,8 +39,17 @@ from rlplan.compare.explore_report import write_sweep_outputs
 from rlplan.compare.plandiff import describe_changes, plan_changes
 from rlplan.compare.sweep_parameters import Parameter
 from rlplan.compare.sweep_parameters import parse_parameter as parse_parameter  # for --param
+from rlplan.compare.tornado import (
+    MOE_FIELDS,
+    default_fields,
+    has_plan,
+    print_tornado,
+    tornado_entries,
+    tornado_fields,
+    tornado_values,
+)
+from rlplan.compare.tornado import rank_tornado as rank_tornado  # for the tests
 from rlplan.compare.variants import (
-    PLAN_STATUSES,
     RunSettings,
     Variant,
     document_text,
@@ -59,46 +58,8 @@ from rlplan.compare.variants import (
     run_variants,
 )
 from rlplan.rpeg.errors import InputError, did_you_mean
-from rlplan.rpeg.schema.hardware import LEVELS, Hardware
 from rlplan.rpeg.schema.instance import _SECTIONS, parse_instance
 from rlplan.rpeg.schema.yamlio import loads
-
-#: Fields describing the cluster's shape, not its figures: never in the tornado.
-SHAPE_FIELDS = ("racks", "nodes_per_rack", "gpus_per_node")
-#: Upper limits of fraction-valued fields (the schema's ranges).
-FRACTION_LIMITS = {"decode_bw_eff": 1.0, "gemm_efficiency": 1.0, "memory_reserve": 0.99}
-#: Lower limits of fields that cannot halve (the schema's ranges).
-FLOOR_LIMITS = {"moe_imbalance": 1.0}
-#: Tornado factors.
-LOW, HIGH = 0.5, 1.5
-_UNITS = {
-    "flops_per_gpu": "FLOP/s",
-    "memory_per_gpu": "bytes",
-    "memory_bandwidth": "bytes/s",
-    "host_bandwidth": "bytes/s",
-    "host_to_device_pinned": "bytes/s",
-    "host_to_device_pageable": "bytes/s",
-    "device_to_host_pinned": "bytes/s",
-    "device_to_host_pageable": "bytes/s",
-    "host_memory_per_node": "bytes",
-    "decode_step_overhead": "s",
-    "eager_layer_overhead": "s",
-    "non_gemm_constant": "s",
-    "decode_bw_eff": "fraction",
-    "gemm_efficiency": "fraction",
-    "memory_reserve": "fraction",
-    "non_gemm_ratio": "ratio",
-    "moe_imbalance": "ratio",
-}
-
-
-def field_unit(name: str) -> str:
-    """The unit of hardware field ``name`` as the tornado varies it ("" if dimensionless)."""
-    if name.startswith("alpha_"):
-        return "s"
-    if name.startswith("beta_"):
-        return "bytes/s"
-    return _UNITS.get(name, "")
 
 
 def set_field(document: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
@@ -152,14 +113,6 @@ def _solve_all(variants: list[Variant], run: RunSettings, label: str) -> dict[st
     return records
 
 
-def _has_plan(record: dict | None) -> bool:
-    return (
-        bool(record)
-        and record.get("status") in PLAN_STATUSES
-        and (record.get("step_time_s") is not None)
-    )
-
-
 def sweep_rows(parameter: Parameter, records: list[dict]) -> list[dict[str, Any]]:
     """``sweep.csv`` rows from the records of each value, in the order of the values.
 
@@ -168,13 +121,13 @@ def sweep_rows(parameter: Parameter, records: list[dict]) -> list[dict[str, Any]
     rows: list[dict[str, Any]] = []
     previous: dict | None = None
     for index, (value, record) in enumerate(zip(parameter.values, records, strict=True)):
-        plan = record.get("plan") if _has_plan(record) else None
+        plan = record.get("plan") if has_plan(record) else None
         step = record.get("step_time_s") if plan is not None else None
         if index == 0:
             change = "first value" if plan is not None else "no plan"
             delta = None
         else:
-            old_plan = previous.get("plan") if previous and _has_plan(previous) else None
+            old_plan = previous.get("plan") if previous and has_plan(previous) else None
             phrases = plan_changes(
                 old_plan, plan, (previous or {}).get("shape"), record.get("shape")
             )
@@ -200,82 +153,45 @@ def sweep_rows(parameter: Parameter, records: list[dict]) -> list[dict[str, Any]
     return rows
 
 
-def tornado_fields(hardware: Hardware) -> dict[str, float]:
-    """Every numeric hardware field but the shape, with its value (bandwidths in bytes/s).
+def _tornado_variants(
+    document: dict[str, Any], name: str, wanted: tuple[str, ...] | None
+) -> tuple[dict[str, float], list[str], list[str], list[Variant]]:
+    """The tornado's fields with their values, the fields not varied (at 0, or
+    :data:`~rlplan.compare.tornado.MOE_FIELDS` left out of a dense instance's
+    default), and the variants to solve: each field at its low and high value,
+    then the base.
 
-    Parameters
-    ----------
-    hardware
-        The instance's parsed hardware (defaults and preset figures filled in).
+    Raises
+    ------
+    InputError
+        When a field of ``wanted`` (``--fields``) is not a numeric hardware field.
     """
-    values: dict[str, float] = {}
-    for item in dataclasses.fields(hardware):
-        if item.name in SHAPE_FIELDS:
+    instance = parse_instance(loads(document_text(document), name), name)
+    available = tornado_fields(instance.hardware)
+    chosen = wanted or default_fields(available, instance)
+    for field_name in chosen:
+        if field_name not in available:
+            raise InputError(
+                "--fields",
+                f"{field_name!r} is not a numeric hardware field"
+                f"{did_you_mean(field_name, available)} (fields: {', '.join(available)})",
+            )
+    fields: dict[str, float] = {}
+    skipped: list[str] = []
+    variants: list[Variant] = []
+    for field_name in chosen:
+        value = available[field_name]
+        if value == 0:
+            skipped.append(field_name)
             continue
-        value = getattr(hardware, item.name)
-        if isinstance(value, dict):
-            prefix, mode = item.name.split("_")
-            for level in LEVELS:
-                figure = value[level]
-                values[f"{prefix}_{mode}_{level}"] = 1.0 / figure if prefix == "beta" else figure
-        elif isinstance(value, int | float) and not isinstance(value, bool):
-            values[item.name] = float(value)
-    return values
-
-
-def tornado_values(name: str, value: float) -> tuple[float, float]:
-    """The low and high values of a field: 0.5x and 1.5x, kept within FRACTION/FLOOR_LIMITS."""
-    high = value * HIGH
-    if name in FRACTION_LIMITS:
-        high = min(high, FRACTION_LIMITS[name])
-    return max(value * LOW, FLOOR_LIMITS.get(name, 0.0)), high
-
-
-def rank_tornado(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Sort tornado entries, most influential first, and number them from 1.
-
-    A field with a side without a plan ranks before every field with plans
-    on both sides; then by the largest absolute step-time change; ties keep
-    the fields' order.
-    """
-
-    def key(entry: dict[str, Any]) -> tuple[int, float]:
-        missing = entry.get("step_low_s") is None or entry.get("step_high_s") is None
-        changes = [
-            abs(entry[k]) for k in ("change_low_s", "change_high_s") if entry.get(k) is not None
-        ]
-        return (0 if missing else 1, -max(changes, default=0.0))
-
-    ranked = sorted(entries, key=key)
-    for index, entry in enumerate(ranked, start=1):
-        entry["rank"] = index
-    return ranked
-
-
-def tornado_entries(
-    fields: dict[str, float], base: dict, records: dict[str, dict]
-) -> list[dict[str, Any]]:
-    """Ranked ``tornado.csv`` rows from the base record and the records ``FIELD-low``/``-high``."""
-    base_step = base.get("step_time_s")
-    entries = []
-    for name, value in fields.items():
-        low_value, high_value = tornado_values(name, value)
-        entry: dict[str, Any] = {
-            "field": name,
-            "unit": field_unit(name),
-            "base_value": value,
-            "low_value": low_value,
-            "high_value": high_value,
-            "step_base_s": base_step,
-        }
-        for side in ("low", "high"):
-            record = records.get(f"{name}-{side}", {})
-            step = record.get("step_time_s") if _has_plan(record) else None
-            entry[f"step_{side}_s"] = step
-            entry[f"status_{side}"] = record.get("status", "ERROR")
-            entry[f"change_{side}_s"] = None if step is None else step - base_step
-        entries.append(entry)
-    return rank_tornado(entries)
+        fields[field_name] = value
+        for side, edit in zip(("low", "high"), tornado_values(field_name, value), strict=True):
+            edited = set_field(document, f"hardware.{field_name}", edit)
+            parse_variant(edited, name, f"--tornado hardware.{field_name}={edit}")
+            variants.append(Variant(f"{field_name}-{side}", name, document_text(edited)))
+    variants.append(Variant("base", name, document_text(document)))
+    left_out = [field for field in MOE_FIELDS if field in available and field not in chosen]
+    return fields, skipped, left_out if not wanted else [], variants
 
 
 @dataclass(frozen=True)
@@ -329,28 +245,10 @@ def run_sweep(settings: SweepSettings) -> int:
         )
     fields: dict[str, float] = {}
     skipped: list[str] = []
+    left_out: list[str] = []
     if settings.tornado:
-        hardware = parse_instance(loads(document_text(document), name), name).hardware
-        available = tornado_fields(hardware)
-        chosen = settings.fields or tuple(available)
-        for field_name in chosen:
-            if field_name not in available:
-                raise InputError(
-                    "--fields",
-                    f"{field_name!r} is not a numeric hardware field"
-                    f"{did_you_mean(field_name, available)} (fields: {', '.join(available)})",
-                )
-        for field_name in chosen:
-            value = available[field_name]
-            if value == 0:
-                skipped.append(field_name)
-                continue
-            fields[field_name] = value
-            for side, edit in zip(("low", "high"), tornado_values(field_name, value), strict=True):
-                edited = set_field(document, f"hardware.{field_name}", edit)
-                parse_variant(edited, name, f"--tornado hardware.{field_name}={edit}")
-                variants.append(Variant(f"{field_name}-{side}", name, document_text(edited)))
-        variants.append(Variant("base", name, document_text(document)))
+        fields, skipped, left_out, more = _tornado_variants(document, name, settings.fields)
+        variants += more
     print(f"{len(variants)} solve(s), {settings.run.time_limit:g} s each with auto")
     try:
         records = _solve_all(variants, settings.run, "sweep")
@@ -366,7 +264,7 @@ def run_sweep(settings: SweepSettings) -> int:
     base_step = None
     if settings.tornado:
         base = records["base"]
-        base_step = base.get("step_time_s") if _has_plan(base) else None
+        base_step = base.get("step_time_s") if has_plan(base) else None
         if base_step is None:
             print(
                 f"tornado: the instance itself has no plan ({base.get('status')}: "
@@ -374,7 +272,7 @@ def run_sweep(settings: SweepSettings) -> int:
             )
         else:
             entries = tornado_entries(fields, base, records)
-            print_tornado(entries, base_step, skipped)
+            print_tornado(entries, base_step, skipped, left_out)
 
     written = write_sweep_outputs(
         settings.out, settings.instance, settings.parameter, rows, entries, base_step, skipped
@@ -393,14 +291,3 @@ def print_sweep(rows: list[dict[str, Any]]) -> None:
         why = f" — {row['message']}" if step is None and row.get("message") else ""
         print(f"  {row['param']}={row['value']:<12g} {row['status']:<10} {shown}{moved}{why}")
         print(f"      plan: {row['plan_change']}")
-
-
-def print_tornado(entries: list[dict[str, Any]], base_step: float, skipped: list[str]) -> None:
-    """Print the ranked fields with their step times at 0.5x and 1.5x."""
-    print(f"tornado (base step time {base_step:.4f} s; step time at x0.5 / x1.5):")
-    for entry in entries:
-        low = "no plan" if entry["step_low_s"] is None else f"{entry['step_low_s']:.4f}"
-        high = "no plan" if entry["step_high_s"] is None else f"{entry['step_high_s']:.4f}"
-        print(f"  {entry['rank']:>2}. {entry['field']:<22} {low:>10} / {high:<10}")
-    if skipped:
-        print(f"  not varied (value 0): {', '.join(skipped)}")

@@ -131,6 +131,10 @@ class HtmlReport:
             f"<figcaption>{html.escape(caption)}</figcaption></figure>"
         )
 
+    def figure_svg(self, svg: str, caption: str) -> None:
+        """An inline SVG figure; ``svg`` is markup its caller built and escaped."""
+        self._parts.append(f"<figure>{svg}<figcaption>{html.escape(caption)}</figcaption></figure>")
+
     def figure_file(self, path: str, caption: str) -> None:
         """A PNG file embedded with :meth:`figure`."""
         with open(path, "rb") as handle:

@@ -8,6 +8,7 @@ from rlplan.outputs.framework_section import framework_section
 from rlplan.outputs.framework_space import framework_space_section
 from rlplan.outputs.html_page import HtmlReport
 from rlplan.outputs.report_md import colocation_seconds
+from rlplan.outputs.time_parts_section import time_parts_html, time_parts_section
 from rlplan.outputs.vocabulary import framework_view, reward_rule_view
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
@@ -56,8 +57,9 @@ def render_html_report(
     Returns
     -------
     str
-        Sections: summary, bound, placement, staleness, framework settings
-        (as report.md has them), memory per GPU, colocation, Gantt chart.
+        Sections: summary, bound, placement, staleness, where the time goes,
+        framework settings (as report.md has them), memory per GPU,
+        colocation, Gantt chart.
     """
     instance = problem.instance
     hardware = instance.hardware
@@ -127,6 +129,7 @@ def render_html_report(
     )
     if result.plan is not None and trace is not None:
         _placement(report, problem, result)
+        time_parts_html(report, time_parts_section(problem, result.plan))
         _framework(report, framework_view(problem, result.plan, trace))
         report.heading("Memory per GPU")
         report.paragraph(f"Usable capacity {trace.capacity_bytes / 1e9:.2f} GB per GPU.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rlplan.outputs.framework_space import framework_space_section
+from rlplan.outputs.time_parts_section import time_parts_markdown, time_parts_section
 from rlplan.outputs.vocabulary import framework_markdown, framework_view, reward_rule_view
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
@@ -172,6 +173,7 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
         f"- {model}: {value}" + (" (pinned)" if pins.staleness_of(model) is not None else "")
         for model, value in plan.staleness
     ]
+    lines += time_parts_markdown(time_parts_section(problem, plan))
     lines += ["", *framework_markdown(framework_view(problem, plan, trace))]
     lines += [
         "",

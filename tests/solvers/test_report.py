@@ -67,7 +67,8 @@ def test_256_gpu_report_memory_table_is_short(large_report):
         low, _, high = gpus.partition("-")
         covered += range(int(low), int(high or low) + 1)
     assert covered == list(range(problem.instance.hardware.num_gpus))
-    assert len(lines) < 120
+    # 124 lines with "Where the time goes" (two per vertex); 256 memory rows would pass 140
+    assert len(lines) < 140
 
 
 def test_summary_line_without_a_plan():

@@ -39,6 +39,7 @@ def test_solve_writes_a_self_contained_report_html(cli, tmp_path):
         "Bound",
         "Placement",
         "Staleness",
+        "Where the time goes",
         "Framework settings",
         "Memory per GPU",
         "Colocation",
