@@ -18,6 +18,7 @@ from rlplan.solvers import local
 from rlplan.solvers.local import best_baseline
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.result import Status
+from tests.rpeg.moe_instances import tiny_moe_problem
 from tests.solvers.conftest import load_problem
 from tests.solvers.test_exhaustive import KNOWN_OPTIMA, KNOWN_SCORES
 
@@ -143,6 +144,8 @@ def _state(problem: Problem, plan) -> SearchState:
 def test_moves_stay_inside_the_plan_space(move):
     """Every neighbour has plan-space blocks and strategies, and simulates without error."""
     problem = load_problem("ppo_8b_1x2x8_h100.yaml")
+    if not move.applicable(problem.directory):
+        problem = tiny_moe_problem()  # change_expert_layout: one (ep, etp, cp) when dense
     directory = problem.directory
     context = moves.MoveContext(directory, problem.instance.optimizer)
     rng = random.Random(11)

@@ -22,8 +22,15 @@ load-balanced causal split), so ``cp`` must split the longest sequence,
 
 from __future__ import annotations
 
+import itertools
+from functools import lru_cache
+
 from rlplan.rpeg.schema.models import ModelSpec
 from rlplan.rpeg.templates import Kind
+
+#: The dimensions whose values depend on the structural degrees: the enumeration
+#: derives their valid values per (dp, tp, cp) instead of listing every product.
+LAYOUT_DIMENSIONS = ("ep", "etp", "cp")
 
 
 def expert_problem(
@@ -43,23 +50,91 @@ def expert_problem(
     ep, etp
         Its expert and expert tensor parallel degrees (etp 1 on generate vertices).
     """
+    found = expert_field_problem(spec, kind, dp, tp, cp, ep, etp)
+    return None if found is None else found[1]
+
+
+def expert_field_problem(
+    spec: ModelSpec, kind: Kind, dp: int, tp: int, cp: int, ep: int, etp: int
+) -> tuple[str, str] | None:
+    """:func:`expert_problem` with the field at fault: ``("ep" | "etp", why)`` (None: none).
+
+    A product ``ep*etp`` that does not divide the stage is the fault of ``etp``
+    when ``ep`` alone divides it, else of ``ep``.
+    """
     if not spec.is_moe:
-        if ep != 1 or etp != 1:
-            return "ep and etp apply to mixture-of-experts models only (this one is dense)"
+        for name, value in (("ep", ep), ("etp", etp)):
+            if value != 1:
+                return name, f"{name} {value}: {DENSE_WORDS}"
         return None
     if spec.experts % ep:
-        return f"ep {ep} does not divide the {spec.experts} experts"
+        return "ep", f"ep {ep} does not divide the {spec.experts} experts"
     if kind is Kind.GENERATE:
         if ep != 1 and (ep % tp or (dp * tp) % ep):
-            return (
+            return "ep", (
                 f"a rollout's ep {ep} must be 1 or a multiple of tp {tp} dividing dp*tp {dp * tp}"
             )
         return None
     if tp % etp:
-        return f"etp {etp} does not divide tp {tp}"
+        return "etp", f"etp {etp} does not divide tp {tp}"
     stage = dp * cp * tp
     if stage % (ep * etp):
-        return f"ep*etp = {ep * etp} does not divide the {stage} GPUs of a pipeline stage"
+        name = "etp" if stage % ep == 0 else "ep"
+        return name, f"ep*etp = {ep * etp} does not divide the {stage} GPUs of a pipeline stage"
+    return None
+
+
+#: Why a dense model takes no expert dimension.
+DENSE_WORDS = "ep and etp apply to mixture-of-experts models only (this one is dense)"
+
+
+@lru_cache(maxsize=65536)
+def expert_layouts(
+    spec: ModelSpec,
+    kind: Kind,
+    dp: int,
+    tp: int,
+    cp: int,
+    eps: tuple[int, ...],
+    etps: tuple[int, ...],
+) -> tuple[tuple[int, int], ...]:
+    """Every (ep, etp) of ``eps`` x ``etps`` :func:`expert_problem` accepts, cached per model.
+
+    Many (vertex, shape) pairs share (dp, tp, cp) and the actor, reference and
+    their vertices share one model, so each product is filtered once.
+    """
+    return tuple(
+        (ep, etp)
+        for ep, etp in itertools.product(eps, etps)
+        if expert_field_problem(spec, kind, dp, tp, cp, ep, etp) is None
+    )
+
+
+def layout_field_problem(
+    spec: ModelSpec, kind: Kind, dp: int, tp: int, cp: int, ep: int, etp: int, total_length: int
+) -> tuple[str, str] | None:
+    """The first expert or context rule (ep, etp, cp) a strategy breaks: ``(field, why)``.
+
+    The text is the one :func:`expert_problem` or :func:`context_problem`
+    gives; plan files name the field with it.
+    """
+    found = expert_field_problem(spec, kind, dp, tp, cp, ep, etp)
+    if found is None:
+        why = context_problem(cp, total_length)
+        found = None if why is None else ("cp", why)
+    return found
+
+
+def dense_pin_problem(spec: ModelSpec, name: str, value: int) -> str | None:
+    """Why pinning ``name`` to ``value`` leaves a vertex of the dense ``spec`` no strategy.
+
+    A dense model takes ep = etp = 1 (:func:`expert_field_problem`); other
+    fields, and mixtures of experts, are None. (A pinned ep that divides no
+    experts and a pinned cp that cannot split ``S + T`` are refused by
+    :func:`rlplan.rpeg.schema.expert_checks.check_parallel_pins`.)
+    """
+    if name in ("ep", "etp") and not spec.is_moe and value != 1:
+        return DENSE_WORDS
     return None
 
 

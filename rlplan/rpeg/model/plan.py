@@ -17,8 +17,10 @@ from rlplan.rpeg.errors import describe as _short
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.candidates import CandidateDirectory, strategy_problem
 from rlplan.rpeg.model.cost import Strategy
+from rlplan.rpeg.model.parallel_layout import layout_field_problem
 from rlplan.rpeg.model.pinning import block_pin_problem
 from rlplan.rpeg.schema.fingerprint import instance_fingerprint
+from rlplan.rpeg.schema.instance import Instance
 from rlplan.rpeg.strategy import (
     DIMENSIONS,
     MICROBATCH_KINDS,
@@ -309,12 +311,33 @@ def _placement_from_json(
     strategy = _strategy_from_json(entry, directory, vertex, path)
     problem = strategy_problem(instance, vertex, block.shape, strategy)
     if problem is not None:
-        raise PlanError(path, problem)
+        raise PlanError(_problem_path(instance, vertex, strategy, path, problem), problem)
     if vertex.kind is Kind.GENERATE:
         refused = directory.cost.rollout_refusal(vertex.model, strategy)
         if refused is not None:
             raise InfeasiblePlanError(path, refused)
     return Placement(block, strategy)
+
+
+def _problem_path(
+    instance: Instance, vertex: Vertex, strategy: Strategy, path: str, problem: str
+) -> str:
+    """The path a plan-space ``problem`` of ``strategy`` is reported at: the vertex's, or
+    its ``ep``, ``etp`` or ``cp`` field when an expert or context rule is what it breaks
+    (docs/plan-space.md#expert-and-context-parallelism)."""
+    found = layout_field_problem(
+        instance.models[vertex.model],
+        vertex.kind,
+        strategy.dp,
+        strategy.tp,
+        strategy.cp,
+        strategy.ep,
+        strategy.etp,
+        instance.workload.total_length,
+    )
+    if found is not None and found[1] == problem:
+        return f"{path}.{found[0]}"
+    return path
 
 
 def _staleness_from_json(raw_staleness: Any, directory: CandidateDirectory) -> dict[str, int]:

@@ -530,6 +530,7 @@ def parse_instance(
             placement,
             optimizer,
             rule_reward=reward_rule is not None,
+            models=models,
         )
         if pins and AC_MODEL in optimizer.staleness_candidates:
             _check_pins_with_ac_share(pins)

@@ -3,7 +3,8 @@
 A pin fixes any subset of a vertex's block (``origin`` and/or ``extent``, as in
 plan files), its ``dp``/``pp``/``tp``, its micro-batching (``microbatches`` or
 ``micro_batch_size``), ``recompute``, ``sharding``, ``offload``,
-``gpu_memory_utilization`` and ``max_num_seqs``, and any trained model's
+``gpu_memory_utilization``, ``max_num_seqs``, the expert, expert tensor and
+context parallel degrees ``ep``, ``etp`` and ``cp``, and any trained model's
 staleness::
 
     placement:
@@ -44,6 +45,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from rlplan.rpeg.errors import InstanceError, describe, did_you_mean
+from rlplan.rpeg.model.parallel_layout import dense_pin_problem
 from rlplan.rpeg.schema.checks import (
     boolean,
     check_keys,
@@ -70,6 +72,7 @@ if TYPE_CHECKING:
     from rlplan.rpeg.schema.engine import EngineConfig
     from rlplan.rpeg.schema.hardware import Hardware
     from rlplan.rpeg.schema.instance import PlacementConfig
+    from rlplan.rpeg.schema.models import ModelSpec
     from rlplan.rpeg.schema.optimizer import OptimizerConfig
 
 #: Pin fields per vertex kind, in the order plan files write them.
@@ -93,7 +96,7 @@ class VertexPin:
     dp, pp, tp, microbatches, micro_batch_size
         Structural strategy fields as in plan files; ``micro_batch_size`` is
         sequences per microbatch and replica, ``ceil(ceil(B*K/dp) / microbatches)``.
-    recompute, sharding, offload, gpu_memory_utilization, max_num_seqs
+    recompute, sharding, offload, gpu_memory_utilization, max_num_seqs, ep, etp, cp
         One field per dimension of :data:`rlplan.rpeg.strategy.DIMENSIONS`.
     """
 
@@ -292,8 +295,9 @@ def _parse_vertex(
     kind: Kind,
     hardware: Hardware,
     placement: PlacementConfig,
+    spec: ModelSpec | None = None,
 ) -> VertexPin:
-
+    """One vertex's pin; ``spec`` is its model (to refuse expert degrees on a dense one)."""
     section = mapping(raw, path)
     _check_fields(section, path, kind)
     values: dict[str, Any] = {}
@@ -307,9 +311,17 @@ def _parse_vertex(
     values.update(_parse_micro_batching(section, path, placement))
     for declared in DIMENSIONS:
         if section.get(declared.name) is not None:
+            where = f"{path}.{declared.name}"
             values[declared.name] = _parse_dimension(
-                section[declared.name], f"{path}.{declared.name}", declared, placement
+                section[declared.name], where, declared, placement
             )
+            problem = (
+                None
+                if spec is None
+                else dense_pin_problem(spec, declared.name, values[declared.name])
+            )
+            if problem is not None:
+                raise InstanceError(where, problem)
     return VertexPin(**values)
 
 
@@ -322,6 +334,7 @@ def parse_pins(
     optimizer: OptimizerConfig,
     *,
     rule_reward: bool = False,
+    models: Mapping[str, ModelSpec] | None = None,
 ) -> Pins:
     """Build :class:`Pins` from ``placement.pin`` and check it against the plan space.
 
@@ -335,6 +348,10 @@ def parse_pins(
         The plan space pinned values must lie in.
     rule_reward
         Whether the reward is a rule: its template has no ``reward.infer``.
+    models
+        The instance's models: when given, a pinned ep or etp other than 1 on
+        a vertex of a dense model is refused
+        (:func:`rlplan.rpeg.model.parallel_layout.dense_pin_problem`).
 
     Returns
     -------
@@ -374,6 +391,7 @@ def parse_pins(
                 vertex.kind,
                 hardware,
                 placement,
+                None if models is None else models.get(vertex.model),
             ),
         )
         for vertex in template.vertices

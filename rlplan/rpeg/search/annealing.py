@@ -70,6 +70,16 @@ class SearchOutcome:
     score: float | None = None
 
 
+def _applicable(moves: Sequence[Move], directory) -> tuple[Move, ...]:
+    """The moves that can apply to ``directory``'s plan space (all, if none can)."""
+    kept = tuple(
+        move
+        for move in moves
+        if getattr(move, "applicable", None) is None or move.applicable(directory)
+    )
+    return kept or tuple(moves)
+
+
 class SimulatedAnnealing:
     """The local-search optimizer.
 
@@ -89,7 +99,10 @@ class SimulatedAnnealing:
         feasible plan seen of each template.
     moves
         The moves to draw from (:data:`rlplan.rpeg.search.moves.DEFAULT_MOVES` by
-        default); within each kind a move is drawn uniformly. Structural moves
+        default); within each kind a move is drawn uniformly. A move with an
+        ``applicable(directory)`` method that says no for this plan space
+        (``change_expert_layout`` on an instance with one expert and context
+        layout) is left out, so the draws are those of the moves that apply. Structural moves
         (kinds ``single`` and ``pair``) come every ``e_struct`` evaluations,
         parameter moves in between; when one side has no move the other
         side's moves are drawn instead.
@@ -113,6 +126,7 @@ class SimulatedAnnealing:
         self.statistics = SearchStatistics()
         if not moves:
             raise ValueError("the local search needs at least one move")
+        moves = _applicable(moves, self.directory)
         self.single = tuple(m for m in moves if m.kind == SINGLE)
         self.pair = tuple(m for m in moves if m.kind == PAIR)
         self.parameter = tuple(m for m in moves if m.kind == PARAMETER)

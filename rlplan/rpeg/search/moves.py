@@ -26,6 +26,7 @@ from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.candidates import Candidate, CandidateDirectory
 from rlplan.rpeg.model.plan import Placement, Plan
 from rlplan.rpeg.schema.optimizer import OptimizerConfig
+from rlplan.rpeg.search.expert_moves import change_expert_layout, expert_layouts_vary
 from rlplan.rpeg.search.state import SearchState
 from rlplan.rpeg.templates import unroll
 
@@ -307,14 +308,22 @@ class PlanMove:
     name: str
     kind: str
     function: Callable[[SearchState, MoveContext, random.Random], list[Plan]]
+    #: Whether the move can apply to a directory's plan space (None: always); the
+    #: search leaves out moves that cannot, so its random draws stay those of the
+    #: moves that can.
+    applies: Callable[[CandidateDirectory], bool] | None = None
+
+    def applicable(self, directory: CandidateDirectory) -> bool:
+        """Whether the move can propose anything on ``directory``'s plan space."""
+        return self.applies is None or self.applies(directory)
 
     def propose(self, state: SearchState, context: MoveContext, rng: random.Random) -> list[Plan]:
         """Neighbour plans of ``state`` (empty when the move does not apply)."""
         return self.function(state, context, rng)
 
 
-def _move(kind: str, function) -> PlanMove:
-    return PlanMove(function.__name__, kind, function)
+def _move(kind: str, function, applies=None) -> PlanMove:
+    return PlanMove(function.__name__, kind, function, applies)
 
 
 MOVE_BLOCK = _move(SINGLE, move_block)
@@ -324,6 +333,7 @@ COLOCATE = _move(PAIR, colocate)
 SEPARATE = _move(PAIR, separate)
 CHANGE_STRATEGY = _move(PARAMETER, change_strategy)
 CHANGE_MICROBATCHES = _move(PARAMETER, change_microbatches)
+CHANGE_EXPERT_LAYOUT = _move(PARAMETER, change_expert_layout, expert_layouts_vary)
 CHANGE_STALENESS = _move(PARAMETER, change_staleness)
 SWAP_ORDER = _move(PARAMETER, swap_order)
 
@@ -338,4 +348,5 @@ DEFAULT_MOVES: tuple[Move, ...] = (
     CHANGE_MICROBATCHES,
     CHANGE_STALENESS,
     SWAP_ORDER,
+    CHANGE_EXPERT_LAYOUT,
 )
