@@ -250,7 +250,7 @@ DIMENSIONS: tuple[Dimension, ...] = (
         # Expert parallel degree (docs/plan-space.md#expert-and-context-parallelism):
         # powers of two up to 256, the routed experts of DeepSeek-V3 and Kimi-K2;
         # a value is kept only where it divides the model's experts and fits the
-        # vertex's layout (rlplan.rpeg.model.parallel_layout).
+        # vertex's layout (rlplan.rpeg.schema.parallel_layout).
         candidates=(1, 2, 4, 8, 16, 32, 64, 128, 256),
         label="expert_parallel",
         tag=lambda value: f"ep{value}",

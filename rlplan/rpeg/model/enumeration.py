@@ -5,7 +5,7 @@ why one strategy is outside the plan space, for plan files and pins.
 :func:`enumerate_strategies` lists the strategies it accepts without testing
 every combination of every dimension: it walks the structural degrees (tp, cp,
 pp, dp), takes only the expert layouts (ep, etp) valid on each
-(:func:`rlplan.rpeg.model.parallel_layout.expert_layouts`, cached per model)
+(:func:`rlplan.rpeg.schema.parallel_layout.expert_layouts`, cached per model)
 and only the micro-batch counts valid for the replica, and crosses them with
 the other dimensions' listed values. What it yields is exactly the set the
 rule accepts (tests/rpeg/test_moe_plan_space.py compares it with the rule applied to
@@ -18,15 +18,15 @@ import itertools
 
 from rlplan.rpeg.model.cost import Strategy
 from rlplan.rpeg.model.frameworks import FRAMEWORKS, Framework
-from rlplan.rpeg.model.parallel_layout import (
+from rlplan.rpeg.model.pinning import pin_strategy_problem
+from rlplan.rpeg.schema.instance import Instance, PlacementConfig
+from rlplan.rpeg.schema.models import ModelSpec
+from rlplan.rpeg.schema.parallel_layout import (
     LAYOUT_DIMENSIONS,
     context_problem,
     expert_layouts,
     expert_problem,
 )
-from rlplan.rpeg.model.pinning import pin_strategy_problem
-from rlplan.rpeg.schema.instance import Instance, PlacementConfig
-from rlplan.rpeg.schema.models import ModelSpec
 from rlplan.rpeg.strategy import DIMENSIONS, Dimension, dimensions_of, value_word
 from rlplan.rpeg.templates import Kind, Vertex
 
@@ -136,7 +136,7 @@ def _listed_dimensions(instance: Instance, vertex: Vertex, spec: ModelSpec) -> l
 
     A dimension a framework sets itself is checked by the framework's rule
     (:func:`strategy_problem` names the value); a dense model's expert
-    dimensions are 1, which :func:`~rlplan.rpeg.model.parallel_layout.expert_problem` checks.
+    dimensions are 1, which :func:`~rlplan.rpeg.schema.parallel_layout.expert_problem` checks.
     """
     framework = framework_of(instance)
     return [

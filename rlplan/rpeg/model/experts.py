@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rlplan.rpeg.model.blocks import LEVEL_ORDER
-from rlplan.rpeg.model.parallel_layout import expert_data_parallel
 from rlplan.rpeg.model.parameters import (
     attention_parameters,
     expert_parameters,
@@ -27,6 +26,7 @@ from rlplan.rpeg.model.parameters import (
 from rlplan.rpeg.model.units import BF16
 from rlplan.rpeg.schema.mixture import MLA
 from rlplan.rpeg.schema.models import ModelSpec
+from rlplan.rpeg.schema.parallel_layout import expert_data_parallel
 
 if TYPE_CHECKING:
     from rlplan.rpeg.model.cost import Strategy

@@ -17,10 +17,10 @@ from rlplan.rpeg.errors import describe as _short
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.candidates import CandidateDirectory, strategy_problem
 from rlplan.rpeg.model.cost import Strategy
-from rlplan.rpeg.model.parallel_layout import layout_field_problem
 from rlplan.rpeg.model.pinning import block_pin_problem
 from rlplan.rpeg.schema.fingerprint import instance_fingerprint
 from rlplan.rpeg.schema.instance import Instance
+from rlplan.rpeg.schema.parallel_layout import layout_field_problem
 from rlplan.rpeg.strategy import (
     DIMENSIONS,
     MICROBATCH_KINDS,

@@ -11,7 +11,7 @@ checked here, on the values as written, before the pins are parsed:
   a dense model);
 * a ``placement.context_parallel`` value or a pinned ``cp`` must split the
   longest sequence, ``S + T`` tokens, into ``2*cp`` equal chunks
-  (:func:`~rlplan.rpeg.model.parallel_layout.context_problem`).
+  (:func:`~rlplan.rpeg.schema.parallel_layout.context_problem`).
 
 The plan space would drop such values silently (no candidate takes them);
 an explicit choice that cannot apply is an input error instead.
@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlplan.rpeg.errors import InstanceError
-from rlplan.rpeg.model.parallel_layout import context_problem
 from rlplan.rpeg.schema.models import ModelSpec
+from rlplan.rpeg.schema.parallel_layout import context_problem
 
 #: The candidate lists checked here.
 EXPERT_LIST, CONTEXT_LIST = "expert_parallel", "context_parallel"

@@ -45,7 +45,6 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from rlplan.rpeg.errors import InstanceError, describe, did_you_mean
-from rlplan.rpeg.model.parallel_layout import dense_pin_problem
 from rlplan.rpeg.schema.checks import (
     boolean,
     check_keys,
@@ -55,6 +54,7 @@ from rlplan.rpeg.schema.checks import (
     unit_fraction,
 )
 from rlplan.rpeg.schema.geometry import plan_space_blocks
+from rlplan.rpeg.schema.parallel_layout import dense_pin_problem
 from rlplan.rpeg.strategy import (
     DIMENSIONS,
     STRUCTURAL_FIELDS,
@@ -351,7 +351,7 @@ def parse_pins(
     models
         The instance's models: when given, a pinned ep or etp other than 1 on
         a vertex of a dense model is refused
-        (:func:`rlplan.rpeg.model.parallel_layout.dense_pin_problem`).
+        (:func:`rlplan.rpeg.schema.parallel_layout.dense_pin_problem`).
 
     Returns
     -------
