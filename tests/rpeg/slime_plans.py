@@ -131,7 +131,7 @@ def moe_expert_tensor() -> dict[str, Any]:
 
 
 def moe_logprobs_ep1() -> dict[str, Any]:
-    """Inside slime's rules (they compare tp, pp and dp), but actor.infer at ep 1."""
+    """actor.infer at ep 1 while actor.train is at ep 2: outside slime's layout rule."""
     plan = moe_dp_attention()
     plan["vertices"]["actor.infer"]["ep"] = 1
     return plan
@@ -167,8 +167,9 @@ HAND = {
     "reward-on-actor": lambda: built(grpo, reward_on_actor),
     "moe-dp-attention": lambda: built(moe, moe_dp_attention),
     "moe-expert-tensor": lambda: built(moe, moe_expert_tensor),
-    "moe-logprobs-ep1": lambda: built(moe, moe_logprobs_ep1),
 }
+#: A plan outside slime's space: its layout rule compares ep too.
+LOGPROBS_EP1 = {"moe-logprobs-ep1": lambda: built(moe, moe_logprobs_ep1)}
 
 
 def published(path: Path) -> tuple[Problem, Plan]:

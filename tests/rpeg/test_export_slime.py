@@ -27,6 +27,7 @@ from rlplan.rpeg.schema.yamlio import read_yaml_file
 from tests.rpeg.slime_plans import (
     CASES,
     HAND,
+    LOGPROBS_EP1,
     NEMO,
     NEMO_ASYNC,
     ROOT,
@@ -344,15 +345,13 @@ def test_a_layout_of_its_own_is_a_comment_line():
     ) in _comments(problem, plan)
 
 
-def test_expert_layout_of_its_own_is_a_comment_line():
-    """Inside slime's rules (they compare tp, pp and dp), old log-probs at ep 1 while the actor
-    trains at ep 2: slime runs them on the training model, at ep 2."""
-    problem, plan = HAND["moe-logprobs-ep1"]()
-    assert (
-        "not expressible in slime: actor.infer on GPUs 0-3 (tp 1, pp 1, dp 2, cp 2, ep 1, etp 1) "
-        "while actor.train on GPUs 0-3 (tp 1, pp 1, dp 2, cp 2, ep 2, etp 1): slime computes it "
-        "on actor.train's Megatron model, on its GPUs and in its layout"
-    ) in _comments(problem, plan)
+def test_an_expert_layout_of_its_own_is_outside_slimes_space():
+    """Old log-probs at ep 1 while the actor trains at ep 2: slime runs them on the training
+    model, at ep 2, so its layout rule (which compares ep, etp and cp too) refuses the plan."""
+    problem, plan = LOGPROBS_EP1["moe-logprobs-ep1"]()
+    gpus = problem.directory.cluster.num_gpus
+    broken = plan_problems(SPACE, problem.directory.template, plan, gpus)
+    assert len(broken) == 1 and "logprobs-on-actor" in broken[0]
 
 
 def test_placement_slime_cannot_make_is_a_comment_line():

@@ -242,9 +242,10 @@ def test_cli_finds_the_instance_a_solve_recorded(cli, tmp_path):
     [
         (
             ["--framework", "slurm"],
-            "error: --framework: unknown framework 'slurm' (allowed: verl, openrlhf, nemo-rl)",
+            "error: --framework: unknown framework 'slurm' (allowed: verl, openrlhf, nemo-rl, "
+            "slime); did you mean 'slime'?",
         ),
-        ([], "error: --framework: missing (one of verl, openrlhf, nemo-rl)"),
+        ([], "error: --framework: missing (one of verl, openrlhf, nemo-rl, slime)"),
     ],
 )
 def test_cli_bad_framework_is_one_line_exit_2(cli, argv, message):
