@@ -33,6 +33,10 @@ def alltoall_time(nbytes: float, ranks: int, alpha: float, beta: float) -> float
     all-to-all example), so the peers' latencies overlap: one ``alpha``, and
     the off-rank ``(p-1)/p`` of the bytes at the link's rate (a latency per
     peer, ``(p-1)*alpha``, would price them as if they ran one after another).
+    DeepSeek's expert-parallel kernels scale so (deepseek-ai/DeepEP README,
+    low-latency kernels, H800 with 400 Gb/s InfiniBand, 128 tokens, top-8:
+    dispatch 173 us at EP 64 and 194 us at EP 256, at 39-40 GB/s: the time is
+    the bytes, not the peer count).
     """
     if ranks <= 1:
         return 0.0
