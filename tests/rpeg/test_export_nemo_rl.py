@@ -263,7 +263,12 @@ def test_batch_settings_pass_nemo_startup_checks(exports):
         assert train == blocks["actor.train"].block.size, name
         assert inference == blocks["actor.generate"].block.size, name
         assert keys.get("ppo.ppo_epochs", 1) == 1, name
-        assert not [line for line in _comments(problem, plan) if "not expressible" in line], name
+        unexpressed = [line for line in _comments(problem, plan) if "not expressible" in line]
+        if any(spec.is_moe for spec in problem.instance.models.values()):
+            # The MoE runs pack micro-batches of their mean sequence, shorter than the
+            # longest sequence a NeMo RL bin must hold: said in one line, nothing else.
+            unexpressed = [line for line in unexpressed if "packed micro-batches" not in line]
+        assert not unexpressed, name
 
 
 def test_a_packed_micro_batch_holds_the_longest_sequence():
@@ -324,7 +329,7 @@ def test_a_rule_reward_is_an_environment_not_a_reward_model(exports):
     """The published runs' math verification: data.default.env_name math on env.math's
     workers, no reward model key, and a line saying where another reward goes."""
     published = [(n, p, plan) for n, p, plan in exports if n.endswith(".plan.json")]
-    assert len(published) == 6
+    assert len(published) == 9  # 6 dense (GB200 included), 3 mixtures of experts
     for name, problem, plan in published:
         keys = _keys(problem, plan)
         assert keys["data.default.env_name"] == "math", name
