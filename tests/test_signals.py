@@ -47,8 +47,8 @@ def say(phase):
 
 original_on_stop = stop.on_stop
 @contextlib.contextmanager
-def on_stop(hook):
-    with original_on_stop(hook):
+def on_stop(hook, **kwargs):
+    with original_on_stop(hook, **kwargs):
         say("cpsat")
         yield
 stop.on_stop = on_stop

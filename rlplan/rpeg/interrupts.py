@@ -80,7 +80,7 @@ def reset() -> None:
 
 
 @contextlib.contextmanager
-def on_stop(hook: Callable[[], None]) -> Iterator[None]:
+def on_stop(hook: Callable[[], None], retry: float | None = None) -> Iterator[None]:
     """Call ``hook`` (from any thread) if a stop is requested while the block runs.
 
     Parameters
@@ -88,6 +88,13 @@ def on_stop(hook: Callable[[], None]) -> Iterator[None]:
     hook
         A thread-safe way to end a native search early, e.g. CP-SAT's
         ``solver.StopSearch``. Called at once if a stop is already requested.
+    retry
+        Seconds between further calls of ``hook`` once a stop is requested,
+        until the block ends; ``None``: one call. For a solver whose stop call
+        is lost when it comes before its search has started (CP-SAT's
+        ``StopSearch`` is a no-op until ``Solve`` has set its search up), so
+        a request arriving in that moment would leave the search running to
+        its time limit.
     """
     with _lock:
         _hooks.append(hook)
@@ -95,11 +102,24 @@ def on_stop(hook: Callable[[], None]) -> Iterator[None]:
     if already:
         with contextlib.suppress(Exception):
             hook()
+    done = threading.Event()
+    if retry is not None:
+        threading.Thread(target=_repeat_hook, args=(hook, retry, done), daemon=True).start()
     try:
         yield
     finally:
+        done.set()
         with _lock:
             _hooks.remove(hook)
+
+
+def _repeat_hook(hook: Callable[[], None], retry: float, done: threading.Event) -> None:
+    """Call ``hook`` every ``retry`` seconds from the first stop request until ``done``."""
+    while not done.is_set():
+        if _requested.wait(retry) and not done.is_set():
+            with contextlib.suppress(Exception):
+                hook()
+            done.wait(retry)
 
 
 def attach_highs(highs) -> None:

@@ -495,6 +495,9 @@ class _Progress(cp_model.CpSolverSolutionCallback):
 TWO_WORKERS = 2
 TWO_WORKER_SUBSOLVERS = ("default_lp", "max_lp")
 
+#: Seconds between calls of CP-SAT's ``stop_search`` once a stop is requested.
+STOP_RETRY_S = 0.05
+
 #: Seconds kept after CP-SAT stops, to read its plan back and simulate it.
 RESERVE_S = 0.2
 
@@ -547,7 +550,8 @@ class CpSatBackend:
         unit = built.formulation.unit
         solver = self._solver(options, deadline)
         callback = _Progress(built.vars, unit, options)
-        with interrupts.on_stop(solver.stop_search):
+        # Retried: a stop requested before CP-SAT has set its search up is otherwise lost.
+        with interrupts.on_stop(solver.stop_search, retry=STOP_RETRY_S):
             status = solver.solve(built.model, callback)
         stats = {
             **built.sizes(),
