@@ -4,7 +4,9 @@ Runs ``main.py solve`` once per (instance, solver) in a fresh process, as a
 user would, and prints per run:
 
 * ``solve s``: the solve's own wall time (``wall_time_s`` of ``result.json``:
-  warm start, model building and solving, from the backend's first line);
+  warm start, model building and solving, from the backend's first line;
+  under a framework (``--framework`` or the instance's ``engine.framework``),
+  ``stats.framework.wall_time_s``: its solve and the full-space one together);
 * ``overshoot``: ``(solve s - limit) / limit`` (negative: finished early);
 * ``process s``: the whole command (interpreter start, instance loading,
   solve, writing the outputs), and ``outside s`` = process - solve.
@@ -34,8 +36,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_SOLVERS = "greedy,concurrent,local,cpsat,milp,exhaustive,auto"
 
 
-def run_one(instance: str, solver: str, time_limit: float, threads: int) -> dict:
-    """Solve ``instance`` with ``solver`` in a new process; the measured times and status."""
+def run_one(
+    instance: str, solver: str, time_limit: float, threads: int, framework: str | None = None
+) -> dict:
+    """Solve ``instance`` with ``solver`` in a new process; the measured times and status.
+
+    With ``framework``, the solve plans for it (``--framework``); under a
+    framework the solve's time is both solves' (``stats.framework.wall_time_s``).
+    """
     with tempfile.TemporaryDirectory(prefix="limitbench-") as folder:
         out = os.path.join(folder, "run")
         command = [
@@ -52,6 +60,7 @@ def run_one(instance: str, solver: str, time_limit: float, threads: int) -> dict
             "--quiet",
             "--out",
             out,
+            *(["--framework", framework] if framework else []),
         ]
         began = time.perf_counter()
         completed = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -61,9 +70,12 @@ def run_one(instance: str, solver: str, time_limit: float, threads: int) -> dict
         if os.path.exists(path):
             with open(path, encoding="utf-8") as handle:
                 document = json.load(handle)
+    solve = document.get("wall_time_s")
+    if solve is not None:  # a framework solve (--framework or engine.framework): both solves
+        solve = document.get("stats", {}).get("framework", {}).get("wall_time_s", solve)
     return {
         "status": document.get("status", f"rc {completed.returncode}"),
-        "solve": document.get("wall_time_s"),
+        "solve": solve,
         "process": process,
         "returncode": completed.returncode,
         "stderr": completed.stderr.strip().splitlines()[-1:] if completed.stderr else [],
@@ -85,6 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--time-limit", type=float, default=5.0)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--framework",
+        default=None,
+        help="solve for this framework (verl, nemo-rl, openrlhf, slime) and the full space",
+    )
     parser.add_argument(
         "--tolerance", type=float, default=0.05, help="allowed relative overshoot (default 0.05)"
     )
@@ -168,7 +185,7 @@ def _run(instances: list[str], solvers: list[str], limit: float, args) -> int:
     for path in instances:
         name = os.path.splitext(os.path.basename(path))[0]
         for solver in solvers:
-            row = run_one(path, solver, limit, args.threads)
+            row = run_one(path, solver, limit, args.threads, args.framework)
             solve = row["solve"]
             overshoot = None if solve is None else (solve - limit) / limit
             outside = None if solve is None else row["process"] - solve

@@ -20,7 +20,7 @@ from rlplan.rpeg.evaluation.simulator import Simulator
 from rlplan.rpeg.model.plan import Plan
 from rlplan.solvers import cpsat
 from rlplan.solvers.common import plan_result, unplaceable_result, within_space
-from rlplan.solvers.local import best_baseline, improve
+from rlplan.solvers.local import baseline_deadline, best_baseline, improve
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.result import Result, Status, verdict
 from rlplan.solvers.templates import solve_templates, with_staleness_switch
@@ -80,7 +80,7 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
     infeasible = unplaceable_result(problem, "auto", started)
     if infeasible is not None:
         return infeasible
-    start = best_baseline(problem)
+    start = best_baseline(problem, baseline_deadline(options.time_limit))
     if start is None:
         return plan_result(
             problem,
@@ -193,7 +193,9 @@ def _exact(problem: Problem, options: SolveOptions, hint: Plan, time_limit: floa
     """
 
     def solve_one(variant: Problem, sub_options: SolveOptions) -> Result:
-        start = hint if hint.fused == variant.directory.fused else best_baseline(variant)
+        start = hint
+        if hint.fused != variant.directory.fused:
+            start = best_baseline(variant, baseline_deadline(sub_options.time_limit))
         if start is None:
             return plan_result(
                 variant, "cpsat", None, time.perf_counter(), message="no baseline plan fits"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import math
 import random
 import time
 
@@ -25,6 +27,10 @@ from rlplan.solvers.result import Result
 #: Seeded random plans tried (each repaired for memory) when neither baseline fits.
 SAMPLED_STARTS = 200
 
+#: Share of a solve's time limit after which the concurrent baseline tries no
+#: further partition (:func:`best_baseline`); the first one is always tried.
+BASELINE_SHARE = 0.15
+
 
 def sampled_plan(problem: Problem, tries: int = SAMPLED_STARTS, seed: int = 0) -> Plan | None:
     """The first of ``tries`` seeded random plans that fits in memory, once repaired.
@@ -41,16 +47,25 @@ def sampled_plan(problem: Problem, tries: int = SAMPLED_STARTS, seed: int = 0) -
     return None
 
 
-def best_baseline(problem: Problem) -> Plan | None:
+def baseline_deadline(time_limit: float) -> float:
+    """The moment the baselines of a solve of ``time_limit`` seconds starting now stop trying."""
+    return time.perf_counter() + BASELINE_SHARE * time_limit
+
+
+def best_baseline(problem: Problem, deadline: float = math.inf) -> Plan | None:
     """The better (by simulated score) of the greedy and concurrent baselines.
 
     On an AC-share problem both baselines are built for each template. When
     neither fits in memory, the first seeded random plan that fits
-    (:func:`sampled_plan`), or ``None``.
+    (:func:`sampled_plan`), or ``None``. The concurrent baseline tries no
+    further partition once ``time.perf_counter()`` passes ``deadline``
+    (:func:`~rlplan.rpeg.search.baselines.concurrent_plan`), so a solve's
+    time limit holds on instances whose memory repair is slow.
     """
+    concurrent = functools.partial(concurrent_plan, deadline=deadline)
     plans = [
         plan
-        for build in (greedy_plan, concurrent_plan)
+        for build in (greedy_plan, concurrent)
         for plan in (best_over_templates(problem, build)[0],)
         if plan is not None
     ]
@@ -110,7 +125,7 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
     infeasible = unplaceable_result(problem, "local", started)
     if infeasible is not None:
         return infeasible
-    start = best_baseline(problem)
+    start = best_baseline(problem, baseline_deadline(options.time_limit))
     if start is None:
         return plan_result(
             problem,
@@ -153,7 +168,7 @@ def warm_start_plan(
     :data:`WARM_START_SHARE` of ``options.time_limit``), a safety net that
     leaves the exact backend most of the limit on a large instance.
     """
-    start = best_baseline(problem)
+    start = best_baseline(problem, baseline_deadline(options.time_limit))
     if start is None:
         return None
     budget = min(problem.instance.optimizer.e_max, WARM_START_EVALUATIONS)

@@ -1,13 +1,15 @@
-"""The concurrent baseline's block packing agrees with a plain first-fit scan."""
+"""The concurrent baseline: its block packing agrees with a plain first-fit scan; its deadline."""
 
 from __future__ import annotations
 
 import itertools
+import math
 
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.schema.instance import load_instance
-from rlplan.rpeg.search.baselines import _pack
+from rlplan.rpeg.search import baselines
+from rlplan.rpeg.search.baselines import _pack, concurrent_plan
 
 
 def _first_fit(choices: list[tuple[Block, ...]]) -> list[Block] | None:
@@ -41,3 +43,29 @@ def test_pack_matches_first_fit_on_every_shape_combination():
                 assert _pack(list(choices)) == _first_fit(list(choices)), combo
                 checked += 1
     assert checked > 100
+
+
+def _repairs(monkeypatch) -> list[int]:
+    """Count the memory repairs the baselines run (one per assembled plan)."""
+    calls: list[int] = []
+    repair = baselines.repair_memory
+
+    def counted(plan, simulator, *args, **kwargs):
+        calls.append(1)
+        return repair(plan, simulator, *args, **kwargs)
+
+    monkeypatch.setattr(baselines, "repair_memory", counted)
+    return calls
+
+
+def test_a_passed_deadline_stops_the_concurrent_baseline_after_its_first_partition(monkeypatch):
+    problem = Problem.from_instance(load_instance("instances/ppo_8b_1x4x8_h100.yaml"))
+    calls = _repairs(monkeypatch)
+    every = concurrent_plan(problem.directory, problem.simulator)
+    tried = len(calls)
+    calls.clear()
+    first = concurrent_plan(problem.directory, problem.simulator, deadline=-math.inf)
+    assert every is not None and first is not None
+    # The first partition and the greedy plan it is compared with; the others are skipped.
+    assert tried > 3
+    assert len(calls) == 2

@@ -13,6 +13,7 @@ from rlplan.rpeg.schema.instance import load_instance
 from rlplan.rpeg.search.baselines import greedy_plan
 
 WORDS = {"words": "w", "need": "n", "source": "s"}
+PPO = "instances/ppo_8b_1x4x8_h100.yaml"
 
 
 def framed(path: str, monkeypatch, *rules: R.Rule) -> Problem:
@@ -98,3 +99,66 @@ def test_field_beside_a_rollout_switches_to_an_allowed_value(monkeypatch):
     assert conform(directory, plan) == plan
     assert framework_problems(directory, plan)
     assert greedy_plan(directory, problem.simulator) is None
+
+
+def _whole_cluster_plan(problem: Problem) -> Plan:
+    plan = _shared_plan(problem)
+    return Plan(plan.placements, tuple((m, 0) for m in problem.directory.template.trained_models))
+
+
+def test_field_beside_a_rollout_keeps_the_layout_when_an_allowed_value_has_it(monkeypatch):
+    # The fastest candidate with an allowed microbatch count in the vertex's own
+    # layout, not the fastest allowed one overall.
+    rule = R.FieldWhenShared(
+        "mb",
+        vertex="actor.train",
+        other="actor.generate",
+        field="microbatches",
+        allowed=frozenset({4096}),
+        **WORDS,
+    )
+    problem = framed(PPO, monkeypatch, rule)
+    directory = problem.directory
+    train = directory.template.names.index("actor.train")
+    whole = directory.cluster.blocks[0]
+    options = directory.options[train][whole.extent]
+    fastest_allowed = next(c for c in options if c.strategy.microbatches == 4096)
+    mine = next(
+        c
+        for c in options
+        if c.strategy.microbatches != 4096
+        and R.layout_of(c.strategy) != R.layout_of(fastest_allowed.strategy)
+        and any(
+            o.strategy.microbatches == 4096 and R.layout_of(o.strategy) == R.layout_of(c.strategy)
+            for o in options
+        )
+    )
+    expected = next(
+        o
+        for o in options
+        if o.strategy.microbatches == 4096 and R.layout_of(o.strategy) == R.layout_of(mine.strategy)
+    )
+    plan = _whole_cluster_plan(problem).with_placement(train, Placement(whole, mine.strategy))
+    fixed = conform(directory, plan)
+    assert fixed.placements[train] == Placement(whole, expected.strategy)
+    assert expected.strategy != fastest_allowed.strategy
+
+
+def test_a_follower_in_its_leaders_layout_keeps_its_strategy(monkeypatch):
+    tie = R.SameLayout("tie", leader="actor.train", follower="actor.infer", **WORDS)
+    problem = framed(PPO, monkeypatch, tie)
+    directory = problem.directory
+    train, infer = (directory.template.names.index(n) for n in ("actor.train", "actor.infer"))
+    whole = directory.cluster.blocks[0]
+    lead = directory.options[train][whole.extent][0].strategy
+    same = [
+        c.strategy
+        for c in directory.options[infer][whole.extent]
+        if R.layout_of(c.strategy) == R.layout_of(lead)
+    ]
+    assert len(same) > 1
+    # The follower on another block with the layout's second candidate: it moves, keeping it.
+    other = directory.blocks(infer, (1, 1, 8))[0]
+    plan = _whole_cluster_plan(problem).with_placement(train, Placement(whole, lead))
+    plan = plan.with_placement(infer, Placement(other, same[1]))
+    assert conform(directory, plan).placements[infer] == Placement(whole, same[1])

@@ -17,7 +17,7 @@ from rlplan.rpeg.model.frameworks import rules as R
 from rlplan.rpeg.model.frameworks.conform import framework_problems
 from rlplan.rpeg.schema.fingerprint import instance_fingerprint
 from rlplan.rpeg.schema.instance import load_instance
-from rlplan.solvers import solve
+from rlplan.solvers import framework_gap, solve
 from rlplan.solvers.framework_gap import solve_in_framework
 from rlplan.solvers.options import SolveOptions
 
@@ -156,6 +156,52 @@ def test_solve_in_framework_reports_the_full_space_and_its_needs(monkeypatch):
 
 def _cpsat(problem: Problem, options: SolveOptions):
     return solve("cpsat", problem, options)
+
+
+class _Clock:
+    """A stand-in for the ``time`` module whose clock moves only when a test moves it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(("limit", "limits"), [(10.0, [5.0, 3.0]), (6.0, [3.0, 0.001])])
+def test_the_full_space_solve_gets_what_the_first_solve_and_its_build_left(
+    monkeypatch, limit, limits
+):
+    # Each solve takes 4 s and building the full-space problem 3 s of the clock: the
+    # full-space solve gets the limit minus both (never less than 0.001 s).
+    _, framed = restricted(TINY, monkeypatch, SAME_LAYOUT)
+    clock = _Clock()
+    monkeypatch.setattr(framework_gap, "time", clock)
+    build = framework_gap.full_space
+
+    def slow_build(problem: Problem) -> Problem:
+        clock.now += 3.0
+        return build(problem)
+
+    given = []
+
+    def timed(problem: Problem, options: SolveOptions):
+        given.append(options.time_limit)
+        clock.now += 4.0
+        return solve("greedy", problem, options)
+
+    monkeypatch.setattr(framework_gap, "full_space", slow_build)
+    result = solve_in_framework(timed, framed, SolveOptions(time_limit=limit))
+    assert given == limits
+    assert result.stats["framework"]["full_space_step_time"] is not None
+
+
+def test_switching_frameworks_builds_each_problem_once(monkeypatch):
+    full, _ = restricted(TINY, monkeypatch, SAME_LAYOUT)
+    framed = full.with_framework("nemo-rl")
+    assert framed.directory.framework is not None
+    assert framed.with_framework(None) is full
+    assert full.with_framework("nemo-rl") is framed
 
 
 def test_unsupported_instance_is_infeasible_with_the_rule(monkeypatch):

@@ -36,6 +36,9 @@ class Problem:
     simulator: Simulator
     _variants: dict = field(default_factory=dict, repr=False, compare=False)
     _policy_variants: dict = field(default_factory=dict, repr=False, compare=False)
+    #: The problems of this instance under each framework (None: the full space),
+    #: shared by all of them, so switching back and forth builds each once.
+    _frameworks: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_instance(cls, instance: Instance) -> Problem:
@@ -46,16 +49,24 @@ class Problem:
     def with_framework(self, name: str | None, path: str = "engine.framework") -> Problem:
         """This problem with ``engine.framework`` set to ``name`` (None: the full plan space).
 
+        Built once per name: the problem this one came from (or went to) is
+        returned, not rebuilt.
+
         Raises
         ------
         InstanceError
             Naming ``path`` for an unknown framework, with the closest name.
         """
         name = framework_name(name, path)
-        if name == self.instance.engine.framework:
-            return self
-        engine = dataclasses.replace(self.instance.engine, framework=name)
-        return Problem.from_instance(dataclasses.replace(self.instance, engine=engine))
+        siblings = self._frameworks
+        siblings.setdefault(self.instance.engine.framework, self)
+        found = siblings.get(name)
+        if found is None:
+            engine = dataclasses.replace(self.instance.engine, framework=name)
+            found = Problem.from_instance(dataclasses.replace(self.instance, engine=engine))
+            found._frameworks = siblings
+            siblings[name] = found
+        return found
 
     @property
     def templates(self) -> tuple[str, ...]:

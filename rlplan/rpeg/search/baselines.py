@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
+import time
 
 from rlplan.rpeg.evaluation.simulator import Simulator
 from rlplan.rpeg.model.blocks import Block
@@ -196,8 +198,16 @@ def _group_options(
     return options
 
 
-def concurrent_plan(directory: CandidateDirectory, simulator: Simulator) -> Plan | None:
-    """Concurrency-aware baseline: partitions the cluster among vertices of equal DAG depth."""
+def concurrent_plan(
+    directory: CandidateDirectory, simulator: Simulator, deadline: float = math.inf
+) -> Plan | None:
+    """Concurrency-aware baseline: partitions the cluster among vertices of equal DAG depth.
+
+    The best partition of every group is tried first, then the next-best ones
+    of each group in turn, each assembled plan repaired for memory; once
+    ``time.perf_counter()`` passes ``deadline`` no further one is tried (the
+    best so far, or the greedy plan, is returned).
+    """
     template = directory.template
     depths = template.depths()
     groups = [
@@ -216,7 +226,9 @@ def concurrent_plan(directory: CandidateDirectory, simulator: Simulator) -> Plan
             choice = [0] * len(groups)
             choice[group_index] = rank
             attempts.append(choice)
-    for choice in attempts:
+    for attempt, choice in enumerate(attempts):
+        if attempt and time.perf_counter() >= deadline:
+            break
         placements: list[Placement | None] = [None] * len(template.vertices)
         for group_index, rank in enumerate(choice):
             for vertex, (block, candidate) in ranked[group_index][rank][2].items():

@@ -13,6 +13,8 @@ that way (two blocks that overlap without being equal) is left, and
 
 from __future__ import annotations
 
+import weakref
+
 from rlplan.rpeg.model.candidates import Candidate, CandidateDirectory
 from rlplan.rpeg.model.frameworks.rules import (
     DisjointWhenStale,
@@ -65,8 +67,68 @@ def conform(directory: CandidateDirectory, plan: Plan) -> Plan:
     return _staleness(framework, names, plan)
 
 
-def _layout(candidate_or_strategy) -> tuple[int, ...]:
-    return layout_of(getattr(candidate_or_strategy, "strategy", candidate_or_strategy))
+class _Options:
+    """A directory's candidates grouped for conforming: by layout, and by allowed field value.
+
+    Built on first use per (vertex, shape) and kept while the directory lives:
+    the memory repair conforms every trial move, so each lookup is a dictionary
+    hit instead of a scan of the shape's candidates. Each group keeps the
+    directory's order (fastest first) and maps strategy -> candidate.
+    """
+
+    def __init__(self, directory: CandidateDirectory) -> None:
+        # The directory's per-vertex options, not the directory: it keys the cache weakly.
+        self.options = directory.options
+        self._layouts: dict[tuple, dict[tuple[int, ...], dict]] = {}
+        self._fields: dict[tuple, tuple[dict, dict[tuple[int, ...], dict]]] = {}
+        self._every: dict[tuple, dict] = {}
+
+    def every(self, vertex: int, shape: tuple) -> dict:
+        """Strategy -> candidate of ``vertex`` on ``shape``, fastest first."""
+        key = (vertex, shape)
+        found = self._every.get(key)
+        if found is None:
+            options = self.options[vertex].get(shape, ())
+            found = self._every[key] = {c.strategy: c for c in options}
+        return found
+
+    def with_layout(self, vertex: int, shape: tuple, layout: tuple[int, ...]) -> dict:
+        """Strategy -> candidate of ``vertex`` on ``shape`` in ``layout``, fastest first."""
+        key = (vertex, shape)
+        groups = self._layouts.get(key)
+        if groups is None:
+            groups = self._layouts[key] = _grouped(self.options[vertex].get(shape, ()))
+        return groups.get(layout, {})
+
+    def with_field(self, vertex: int, shape: tuple, rule: FieldWhenShared) -> tuple[dict, dict]:
+        """The candidates with an allowed value of ``rule.field``: all, and by layout."""
+        key = (vertex, shape, rule.field, rule.allowed)
+        found = self._fields.get(key)
+        if found is None:
+            allowed = tuple(
+                c
+                for c in self.options[vertex].get(shape, ())
+                if getattr(c.strategy, rule.field) in rule.allowed
+            )
+            found = self._fields[key] = ({c.strategy: c for c in allowed}, _grouped(allowed))
+        return found
+
+
+def _grouped(candidates: tuple[Candidate, ...]) -> dict[tuple[int, ...], dict]:
+    groups: dict[tuple[int, ...], dict] = {}
+    for candidate in candidates:
+        groups.setdefault(layout_of(candidate.strategy), {})[candidate.strategy] = candidate
+    return groups
+
+
+_OPTIONS: weakref.WeakKeyDictionary[CandidateDirectory, _Options] = weakref.WeakKeyDictionary()
+
+
+def _options(directory: CandidateDirectory) -> _Options:
+    found = _OPTIONS.get(directory)
+    if found is None:
+        found = _OPTIONS[directory] = _Options(directory)
+    return found
 
 
 def _follow(
@@ -75,13 +137,15 @@ def _follow(
     """The follower on the leader's block (with its layout for a :class:`SameLayout` rule)."""
     lead, follow = plan.placements[leader], plan.placements[follower]
     same_layout = isinstance(rule, SameLayout)
-    if follow.block == lead.block and (
-        not same_layout or _layout(follow.strategy) == _layout(lead.strategy)
-    ):
+    layout = layout_of(lead.strategy)
+    if follow.block == lead.block and (not same_layout or layout_of(follow.strategy) == layout):
         return plan
-    options = directory.options[follower].get(lead.block.extent, ())
+    shape = lead.block.extent
+    index = _options(directory)
     if same_layout:
-        options = tuple(c for c in options if _layout(c) == _layout(lead.strategy))
+        options = index.with_layout(follower, shape, layout)
+    else:
+        options = index.every(follower, shape)
     chosen = _keep_or_fastest(options, follow.strategy)
     if chosen is None or not directory.allows(follower, lead.block):
         return plan
@@ -97,24 +161,18 @@ def _field_beside(
         return plan
     if getattr(mine.strategy, rule.field) in rule.allowed:
         return plan
-    allowed = [
-        c
-        for c in directory.options[vertex].get(mine.block.extent, ())
-        if getattr(c.strategy, rule.field) in rule.allowed
-    ]
+    allowed, by_layout = _options(directory).with_field(vertex, mine.block.extent, rule)
     # The vertex's own layout first (a layout tie may hold it), else the fastest.
-    same = [c for c in allowed if _layout(c) == _layout(mine.strategy)]
-    options = same or allowed
+    options = by_layout.get(layout_of(mine.strategy)) or allowed
     if not options:
         return plan
-    return plan.with_placement(vertex, Placement(mine.block, options[0].strategy))
+    return plan.with_placement(vertex, Placement(mine.block, next(iter(options))))
 
 
-def _keep_or_fastest(options: tuple[Candidate, ...], strategy) -> Candidate | None:
-    for candidate in options:
-        if candidate.strategy == strategy:
-            return candidate
-    return options[0] if options else None
+def _keep_or_fastest(options: dict, strategy) -> Candidate | None:
+    """The candidate of ``strategy`` among ``options`` (strategy -> candidate), else the first."""
+    found = options.get(strategy)
+    return found if found is not None else next(iter(options.values()), None)
 
 
 def _staleness(framework, names: tuple[str, ...], plan: Plan) -> Plan:

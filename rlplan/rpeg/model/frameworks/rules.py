@@ -34,9 +34,9 @@ Every rule carries ``words`` (what it allows, in the plan's terms), ``need``
 
 from __future__ import annotations
 
-import functools
+import operator
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rlplan.rpeg.strategy import value_word
@@ -56,9 +56,12 @@ if TYPE_CHECKING:
 LAYOUT_FIELDS = ("dp", "pp", "tp", "ep", "etp", "cp")
 
 
+_layout_fields = operator.attrgetter(*LAYOUT_FIELDS)
+
+
 def layout_of(strategy: Strategy) -> tuple[int, ...]:
     """The :data:`LAYOUT_FIELDS` of ``strategy``, in that order."""
-    return tuple(getattr(strategy, name) for name in LAYOUT_FIELDS)
+    return _layout_fields(strategy)
 
 
 @dataclass(frozen=True)
@@ -202,10 +205,17 @@ class Framework:
     display: str
     release: str
     rules: tuple[Rule, ...]
+    #: ``of_kind``'s answers, per kind (not hashed: hashing the rules costs more than the scan).
+    _kinds: dict[type[Rule], tuple[Any, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
 
     def of_kind(self, kind: type[Rule]) -> tuple[Any, ...]:
         """The rules that are instances of ``kind`` (cached: the directory asks per strategy)."""
-        return _of_kind(self.rules, kind)
+        found = self._kinds.get(kind)
+        if found is None:
+            found = self._kinds[kind] = tuple(rule for rule in self.rules if isinstance(rule, kind))
+        return found
 
     def unsupported(self, instance: Instance) -> Unsupported | None:
         """The first :class:`Unsupported` rule ``instance`` breaks (None: none)."""
@@ -327,11 +337,6 @@ def _pair_problem(rule: Rule, placed: dict, staleness: dict[str, int], fw: Frame
             return None
         return f"{rule.vertex} beside {rule.other}"
     return None
-
-
-@functools.cache
-def _of_kind(rules: tuple[Rule, ...], kind: type[Rule]) -> tuple[Any, ...]:
-    return tuple(rule for rule in rules if isinstance(rule, kind))
 
 
 def allowed_words(rule: FieldValues) -> str:
