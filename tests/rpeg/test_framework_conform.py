@@ -81,17 +81,22 @@ def test_staleness_outside_the_values_falls_to_the_largest_below(monkeypatch):
     assert conform(problem.directory, plan).staleness_map == {"actor": 0}
 
 
+def _train_beside_rollout(name: str, field: str, value) -> R.FieldWhenShared:
+    """A rule allowing only ``value`` of ``field`` for the actor's training beside its rollout."""
+    return R.FieldWhenShared(
+        name,
+        vertex="actor.train",
+        other="actor.generate",
+        field=field,
+        allowed=frozenset({value}),
+        **WORDS,
+    )
+
+
 def test_field_beside_a_rollout_switches_to_an_allowed_value(monkeypatch):
     # tiny_grpo_4gpu lists offload false only: no allowed candidate, so the
     # plan is left as it is and still breaks the rule.
-    rule = R.FieldWhenShared(
-        "off",
-        vertex="actor.train",
-        other="actor.generate",
-        field="offload",
-        allowed=frozenset({True}),
-        **WORDS,
-    )
+    rule = _train_beside_rollout("off", "offload", True)
     problem = framed("instances/tiny_grpo_4gpu.yaml", monkeypatch, rule)
     directory = problem.directory
     free = Problem.from_instance(load_instance("instances/tiny_grpo_4gpu.yaml"))
@@ -109,14 +114,7 @@ def _whole_cluster_plan(problem: Problem) -> Plan:
 def test_field_beside_a_rollout_keeps_the_layout_when_an_allowed_value_has_it(monkeypatch):
     # The fastest candidate with an allowed microbatch count in the vertex's own
     # layout, not the fastest allowed one overall.
-    rule = R.FieldWhenShared(
-        "mb",
-        vertex="actor.train",
-        other="actor.generate",
-        field="microbatches",
-        allowed=frozenset({4096}),
-        **WORDS,
-    )
+    rule = _train_beside_rollout("mb", "microbatches", 4096)
     problem = framed(PPO, monkeypatch, rule)
     directory = problem.directory
     train = directory.template.names.index("actor.train")
