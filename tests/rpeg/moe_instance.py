@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from rlplan.rpeg.model.blocks import GroupLevels
 from rlplan.rpeg.model.cost import CostModel
 from rlplan.rpeg.templates import Kind, Vertex
 from tests.rpeg.conftest import SMALL_INSTANCE, build_instance
@@ -31,7 +32,15 @@ GENERATE = Vertex("actor", Kind.GENERATE)
 #: A block of the whole node.
 NODE = (1, 1, 4)
 #: Every level inside one node.
-LEVELS = ("g",) * 5
+
+
+def in_node_levels(ep: int) -> GroupLevels:
+    """Every group inside one node: the expert group's ``ep - 1`` peers all on NVLink."""
+    return GroupLevels("g", "g", "g", "g", "g", (ep - 1, 0, 0))
+
+
+#: The levels of strategy A (ep 2) and of every in-node strategy with ep <= 2.
+LEVELS = in_node_levels(2)
 ALPHA_COLL = 1e-6
 ALPHA_P2P = 2e-6
 

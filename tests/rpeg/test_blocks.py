@@ -128,7 +128,7 @@ def test_group_levels_tp8_dp2_on_two_nodes():
     """tp=8, dp=2 on a 2-node block: tp groups stay in a node (g), dp spans nodes (n)."""
     cluster = make_cluster(1, 2, 8)
     # ranks tp fastest: tp group {0..7} and {8..15}; dp groups {i, i+8} cross nodes
-    tp, pp, dp, _, _ = cluster.group_levels((1, 2, 8), 2, 1, 8)
+    tp, pp, dp = cluster.group_levels((1, 2, 8), 2, 1, 8)[:3]
     assert (tp, dp) == ("g", "n")
     assert pp == "g"  # pp = 1: no pipeline group
 
@@ -160,7 +160,7 @@ def test_group_levels_across_racks():
 def test_group_levels_inside_a_node_are_g():
     """Any strategy on an in-node block has only g-level groups."""
     cluster = make_cluster(1, 2, 8)
-    assert cluster.group_levels((1, 1, 8), 2, 2, 2) == ("g",) * 5
+    assert cluster.group_levels((1, 1, 8), 2, 2, 2)[:5] == ("g",) * 5
 
 
 def test_context_and_expert_groups_follow_the_rank_order():
@@ -174,7 +174,7 @@ def test_context_and_expert_groups_follow_the_rank_order():
     takes positions 0-7 -> ranks 0-3 and 8-11, two nodes (n).
     """
     cluster = make_cluster(1, 4, 8)
-    assert cluster.group_levels((1, 4, 8), 4, 2, 2, 2, 4, 1) == ("g", "g", "n", "g", "g")
+    assert cluster.group_levels((1, 4, 8), 4, 2, 2, 2, 4, 1)[:5] == ("g", "g", "n", "g", "g")
     assert cluster.group_levels((1, 4, 8), 4, 2, 2, 2, 8, 1)[4] == "n"
     # etp 2 with ep 4: groups {o, 2+o, 4+o, 6+o} of flat positions -> ranks 0..11 (n)
     assert cluster.group_levels((1, 4, 8), 4, 2, 2, 2, 4, 2)[4] == "n"
@@ -204,3 +204,25 @@ def test_block_from_json_rejects_unaligned_block():
         cluster.block_from_json({"origin": [0, 0, 2], "extent": [1, 1, 4]}, "b")
     with pytest.raises(PlanError, match="outside the cluster"):
         cluster.block_from_json({"origin": [0, 1, 4], "extent": [1, 1, 8]}, "b")
+
+
+def test_expert_group_peers_by_level():
+    """``ep_peers``: a member's ep - 1 peers counted by the link that joins them.
+
+    tp 1, pp 1 on 4 nodes of 8: ep 16 groups are 16 consecutive ranks, two whole
+    nodes: 7 peers in the node, 8 in the other. The tp 2 cp 2 pp 2 dp 4 layout of
+    the test above puts ep 8 on ranks 0-3 and 8-11: 3 and 4. On 2 racks of 2 nodes,
+    ep 32 holds every GPU: 7 in the node, 8 in the rack's other node, 16 beyond.
+    Inside a node every peer is on NVLink.
+    """
+    cluster = make_cluster(1, 4, 8)
+    assert cluster.group_levels((1, 4, 8), 32, 1, 1, 1, 16, 1).ep_peers == (7, 8, 0)
+    assert cluster.group_levels((1, 4, 8), 4, 2, 2, 2, 8, 1).ep_peers == (3, 4, 0)
+    assert cluster.group_levels((1, 1, 8), 8, 1, 1, 1, 4, 1).ep_peers == (3, 0, 0)
+    assert cluster.group_levels((1, 4, 8), 32, 1, 1).ep_peers == (0, 0, 0)
+    racks = make_cluster(2, 2, 8)
+    assert racks.group_levels((2, 2, 8), 32, 1, 1, 1, 32, 1).ep_peers == (7, 8, 16)
+    # Uneven: ep 4 at etp 2 over tp 2 on 2 nodes of 2 GPUs (dp 4): flat positions
+    # {0, 2, 4, 6} -> ranks 0, 2, 4, 6, one per node of 2: every peer is off-node.
+    small = make_cluster(1, 4, 2)
+    assert small.group_levels((1, 4, 2), 4, 1, 2, 1, 4, 2).ep_peers == (0, 3, 0)

@@ -11,6 +11,8 @@ import pytest
 
 from rlplan.compare.sweep import tornado_values
 from rlplan.rpeg.errors import InstanceError
+from rlplan.rpeg.model.blocks import GroupLevels
+from rlplan.rpeg.model.collectives import hierarchical_alltoall_time
 from rlplan.rpeg.model.cost import Strategy
 from rlplan.rpeg.model.experts import context_kv_bytes
 from rlplan.rpeg.schema.hardware import DEFAULT_MOE_IMBALANCE
@@ -239,3 +241,34 @@ def test_every_train_and_infer_candidate_is_above_its_compute_bound():
                 assert cost.run_time(vertex, shape, strategy) * strategy.gpus >= bound, strategy
                 checked += 1
     assert checked > 100
+
+
+def test_hierarchical_all_to_all_prices_each_level_on_its_link():
+    # 16 ranks, 1,600 bytes each, 100 to each peer; peers 7 in the node, 8 in the
+    # rack's other node: latency of the farthest level (n) 1e-5 plus the slower
+    # link's share, max(7 * 1e-9, 8 * 1e-8) * 100 = 8e-6 -> 1.8e-5 s. The old
+    # single-level price, 1e-5 + 15/16 * 1600 * 1e-8, was 1.6e-5 + 1e-5 = 2.6e-5.
+    alphas, betas = (1e-6, 1e-5, 2e-5), (1e-9, 1e-8, 1e-7)
+    assert hierarchical_alltoall_time(1600.0, 16, (7, 8, 0), alphas, betas) == pytest.approx(
+        1.8e-5, rel=1e-12
+    )
+    # Every peer in the node: 1e-6 + 3/4 * 400 * 1e-9 = 1.3e-6 s; one rank: nothing.
+    assert hierarchical_alltoall_time(400.0, 4, (3, 0, 0), alphas, betas) == pytest.approx(
+        1.3e-6, rel=1e-12
+    )
+    assert hierarchical_alltoall_time(400.0, 1, (0, 0, 0), alphas, betas) == 0.0
+    # One peer beyond the rack sets the latency and, at 1e-7 s/B, the time:
+    # 2e-5 + 1600/16 * max(7e-9, 7e-8, 1e-7) = 2e-5 + 1e-5.
+    assert hierarchical_alltoall_time(1600.0, 16, (7, 7, 1), alphas, betas) == pytest.approx(
+        3e-5, rel=1e-12
+    )
+
+
+def test_all_to_all_of_an_expert_group_over_two_nodes():
+    # Strategy A (k*(M/tp)*d*2 * 1.5 = 3072 bytes per GPU) with its ep 2 group split
+    # over two nodes (peers (0, 1, 0)) joined at alpha 1e-5 s and 1e9 B/s:
+    # 2 * (1e-5 + 3072/2 * 1e-9) = 2 * 1.1536e-5 = 2.3072e-5 s, dispatch and combine.
+    cost = moe_cost(hardware__alpha_coll_n=1e-5, hardware__beta_coll_n=1e9)
+    spec = cost.instance.models["actor"]
+    levels = GroupLevels("g", "g", "n", "g", "n", (0, 1, 0))
+    assert cost.all_to_all(spec, A, 16.0, levels) == pytest.approx(2.3072e-5, rel=1e-12)

@@ -25,9 +25,9 @@ from rlplan.rpeg.model.units import BF16
 from rlplan.rpeg.schema.instance import parse_instance
 from rlplan.rpeg.templates import Kind, Vertex
 from tests.rpeg.conftest import SMALL_INSTANCE
+from tests.rpeg.moe_instance import in_node_levels
 
 GENERATE = Vertex("actor", Kind.GENERATE)
-FIVE = ("g",) * 5
 MOE = {"experts": 8, "experts_per_token": 2, "expert_ffn_dim": 32, "shared_experts": 1}
 #: Latent attention: 4 heads, latent 32, rotary 8, nope 16, values 16.
 MLA = {
@@ -118,7 +118,7 @@ def test_decode_round_reads_the_dense_part_and_the_touched_experts(
     strategy = rollout(dp=2, tp=tp, ep=ep, pp=pp)
     # at context 0 the memory time is the weights alone, over 1e9 B/s * 0.5
     _, memory, _, _ = cost._decode_round_terms(
-        "actor", strategy, np.array([2.0 * pp]), np.zeros(1), FIVE
+        "actor", strategy, np.array([2.0 * pp]), np.zeros(1), in_node_levels(ep)
     )
     assert memory[0] * 0.5e9 == pytest.approx(expected, rel=1e-12)
 
@@ -142,7 +142,7 @@ def test_decode_round_compute_and_all_to_all_with_expert_parallelism():
     cost = moe_cost(imbalance=1.25, hardware={"alpha_coll_g": 1e-6})
     strategy = rollout(dp=2, ep=2)
     gemm, _, fixed, _ = cost._decode_round_terms(
-        "actor", strategy, np.array([2.0]), np.zeros(1), FIVE
+        "actor", strategy, np.array([2.0]), np.zeros(1), in_node_levels(2)
     )
     # dense: 2*54_272*2 = 217_088 FLOP at eff 2/7 -> 759_808e-12 s
     # routed: 2 layers*2*k*6_144*2 = 98_304 FLOP; rows k*B/touched = 2*4/5.46875, eff
@@ -152,7 +152,9 @@ def test_decode_round_compute_and_all_to_all_with_expert_parallelism():
     # all-to-all: 2 layers x (dispatch + combine) x (1e-6 + 1.25*k*b*d*2 * 1/2 * 1e-9)
     #   = 4 * (1e-6 + 1.25*512/2*1e-9) = 4 * 1.32e-6 = 5.28e-6 s (nothing else is fixed)
     assert fixed[0] == pytest.approx(5.28e-6, rel=1e-12)
-    assert cost._decode_all_to_all("actor", rollout(dp=2), np.array([2.0]), FIVE) == 0.0
+    assert (
+        cost._decode_all_to_all("actor", rollout(dp=2), np.array([2.0]), in_node_levels(1)) == 0.0
+    )
 
 
 def test_prefill_of_an_expert_parallel_replica():
@@ -163,7 +165,7 @@ def test_prefill_of_an_expert_parallel_replica():
     #   -> 1_424_384e-12 s; routed 2*2*2*6_144*8 = 393_216 FLOP at M_e = k*T*ep/(tp*E) = 4
     #   rows (eff 4/9) -> 884_736e-12 s, x 1.25 = 1_105_920e-12 s; stage 2_530_304e-12 s
     # all-to-all: 4 * (1e-6 + 1.25*2*8*64*2/2*1e-9) = 4 * 2.28e-6 = 9.12e-6 s
-    prefill, all_to_all = cost._prefill_time("actor", strategy, 2, FIVE)
+    prefill, all_to_all = cost._prefill_time("actor", strategy, 2, in_node_levels(2))
     assert prefill == pytest.approx(2_530_304e-12, rel=1e-12)
     assert all_to_all == pytest.approx(9.12e-6, rel=1e-12)
 
@@ -230,7 +232,7 @@ def test_latent_decode_attention_reads_the_latent_in_the_absorbed_form():
     cost = moe_cost(MLA)
     contexts = np.array([10.0, 110.0])
     gemm, memory, _, _ = cost._decode_round_terms(
-        "actor", rollout(), np.array([2.0, 2.0]), contexts, FIVE
+        "actor", rollout(), np.array([2.0, 2.0]), contexts, in_node_levels(1)
     )
     # 100 more context tokens: 2 layers*4*144*2*100 = 230_400 FLOP at eff 2/7
     #   -> 806_400e-12 s; the latent read 160 B*2*100 / 5e8 B/s = 6.4e-5 s
@@ -261,7 +263,7 @@ def test_cross_node_tp_all_reduces_at_the_node_level():
         "actor", strategy, levels
     )
     assert cost._generate_time("actor", strategy, levels) > cost._generate_time(
-        "actor", strategy, FIVE
+        "actor", strategy, in_node_levels(strategy.ep)
     )
 
 
@@ -299,9 +301,9 @@ def test_closed_form_tail_equals_the_per_token_sum_on_experts(model, bandwidth):
     for tp, ep, pp in ((1, 1, 1), (2, 1, 1), (1, 2, 1), (2, 4, 1), (1, 2, 2)):
         for in_flight in (1, 7, 64):
             strategy = rollout(dp=4, tp=tp, ep=ep, pp=pp, seqs=in_flight)
-            expected = _per_token(cost, strategy, FIVE, in_flight)
+            expected = _per_token(cost, strategy, in_node_levels(strategy.ep), in_flight)
             # no cache clearing: strategies differing in ep only must not share a tail
-            got = cost._decode_tail("actor", strategy, FIVE, in_flight)
+            got = cost._decode_tail("actor", strategy, in_node_levels(strategy.ep), in_flight)
             assert got == pytest.approx(expected, rel=1e-10), (tp, ep, pp, in_flight)
             checked += 1
     assert checked == 15
@@ -353,7 +355,7 @@ def test_rollout_time_parts_sum_to_the_generate_time(tp, ep, pp, seqs, bandwidth
         },
     )
     strategy = rollout(dp=4, tp=tp, ep=ep, pp=pp, seqs=seqs)
-    parts = cost.rollout_time_parts("actor", strategy, FIVE)
+    parts = cost.rollout_time_parts("actor", strategy, in_node_levels(strategy.ep))
     assert list(parts) == [
         "prefill",
         "decode_compute_bound",
@@ -361,13 +363,15 @@ def test_rollout_time_parts_sum_to_the_generate_time(tp, ep, pp, seqs, bandwidth
         "all_to_all",
         "decode_overhead",
     ]
-    total = cost._generate_time("actor", strategy, FIVE)
+    total = cost._generate_time("actor", strategy, in_node_levels(strategy.ep))
     assert sum(parts.values()) == pytest.approx(total, rel=1e-9)
     c = min(seqs, 16)  # n = 64/4 = 16 sequences per replica
-    prefill, prefill_exchange = cost._prefill_time("actor", strategy, c, FIVE)
+    prefill, prefill_exchange = cost._prefill_time(
+        "actor", strategy, c, in_node_levels(strategy.ep)
+    )
     assert parts["prefill"] == prefill
     assert (prefill_exchange > 0) == (ep > 1)
-    expected = _parts_by_round(cost, strategy, FIVE, c)
+    expected = _parts_by_round(cost, strategy, in_node_levels(strategy.ep), c)
     expected["all_to_all"] += prefill_exchange
     for key, value in expected.items():
         assert parts[key] == pytest.approx(value, rel=1e-9, abs=1e-15), key

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 from rlplan.rpeg.errors import PlanError, describe
 from rlplan.rpeg.schema.geometry import plan_space_blocks
@@ -17,6 +18,31 @@ from rlplan.rpeg.schema.hardware import Hardware
 
 #: Communication levels, from fastest to slowest.
 LEVEL_ORDER = {"g": 0, "n": 1, "r": 2}
+
+
+class GroupLevels(NamedTuple):
+    """The worst level of each parallel group of a strategy on a block shape.
+
+    Indexable as the tuple ``(tp, pp, dp, cp, ep)`` of level names, plus the
+    expert-parallel group's peers by level, which the all-to-all prices level
+    by level (docs/cost-model.md#mixtures-of-experts).
+
+    Attributes
+    ----------
+    tp, pp, dp, cp, ep
+        ``g``, ``n`` or ``r``: the slowest link inside each group.
+    ep_peers
+        For the expert-parallel group's member with the most distant peers,
+        its ``ep - 1`` peers counted by the level that joins them to it:
+        ``(same node, same rack, other racks)``.
+    """
+
+    tp: str
+    pp: str
+    dp: str
+    cp: str
+    ep: str
+    ep_peers: tuple[int, int, int] = (0, 0, 0)
 
 
 @dataclass(frozen=True, order=True)
@@ -77,6 +103,11 @@ class Block:
         return f"gpus {self.start}-{self.end - 1}"
 
 
+def _distance(peers: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Sort key of peer counts by level: most peers in other racks, then nodes, then GPUs."""
+    return (peers[2], peers[1], peers[0])
+
+
 class Cluster:
     """The cluster's geometry: flat indices, blocks and group levels.
 
@@ -95,7 +126,7 @@ class Cluster:
         self.min_block_gpus = min_block_gpus
         self.num_gpus = hardware.num_gpus
         self.gpus_per_rack = hardware.gpus_per_rack
-        self._group_levels: dict[tuple, tuple[str, str, str, str, str]] = {}
+        self._group_levels: dict[tuple, GroupLevels] = {}
 
     def flat_index(self, rack: int, node: int, gpu: int) -> int:
         """Flat index of GPU (rack, node, gpu)."""
@@ -227,7 +258,7 @@ class Cluster:
         cp: int = 1,
         ep: int = 1,
         etp: int = 1,
-    ) -> tuple[str, str, str, str, str]:
+    ) -> GroupLevels:
         """Worst level of the tp, pp, dp, cp and ep groups of a strategy on a block shape.
 
         Ranks are ordered tp fastest, then cp, then pp, then dp. The experts of
@@ -253,11 +284,11 @@ class Cluster:
         cp: int = 1,
         ep: int = 1,
         etp: int = 1,
-    ) -> tuple[str, str, str, str, str]:
+    ) -> GroupLevels:
         """:meth:`group_levels` without the cache, walking every rank of a multi-node block."""
         size = extent[0] * extent[1] * extent[2]
         if size <= self.gpus_per_node:
-            return ("g", "g", "g", "g", "g")
+            return GroupLevels("g", "g", "g", "g", "g", (ep - 1, 0, 0))
         worst = dict.fromkeys(("tp", "pp", "dp", "cp", "ep"), "g")
 
         def update(key: str, low: int, high: int) -> None:
@@ -278,25 +309,48 @@ class Cluster:
                     update("cp", base + offset, base + offset + (cp - 1) * tp)
         for offset in range(pp * inner):
             update("dp", offset, offset + (dp - 1) * pp * inner)
+        peers = (0, 0, 0)
         if ep > 1:
-            self._expert_levels(update, dp, pp, inner, ep, etp)
-        return (worst["tp"], worst["pp"], worst["dp"], worst["cp"], worst["ep"])
+            peers = self._expert_levels(update, dp, pp, inner, ep, etp)
+        return GroupLevels(worst["tp"], worst["pp"], worst["dp"], worst["cp"], worst["ep"], peers)
 
-    @staticmethod
-    def _expert_levels(update, dp: int, pp: int, inner: int, ep: int, etp: int) -> None:
+    def _expert_levels(
+        self, update, dp: int, pp: int, inner: int, ep: int, etp: int
+    ) -> tuple[int, int, int]:
         """Update the ep level with every expert-parallel group of the first stage.
 
         A stage's ranks, flattened tp fastest, then cp, then dp, hold the
         experts etp fastest, then ep: group (copy g, offset o) is the flat
         positions ``(g*ep + j)*etp + o``; every stage has the same spans.
+        Returns the peers by level (:attr:`GroupLevels.ep_peers`) of the
+        member whose peers are most distant (most in other racks, then in
+        other nodes).
         """
 
         def rank(flat: int) -> int:
             replica, position = divmod(flat, inner)
             return replica * pp * inner + position
 
+        farthest = (-1, -1, -1)
         for copy in range(dp * inner // (ep * etp)):
             for offset in range(etp):
-                first = rank(copy * ep * etp + offset)
-                last = rank((copy * ep + ep - 1) * etp + offset)
-                update("ep", first, last)
+                members = [rank((copy * ep + j) * etp + offset) for j in range(ep)]
+                update("ep", members[0], members[-1])
+                farthest = max(farthest, self._peers_by_level(members), key=_distance)
+        return farthest
+
+    def _peers_by_level(self, members: list[int]) -> tuple[int, int, int]:
+        """:attr:`GroupLevels.ep_peers` of one group of flat GPU indices (its farthest member)."""
+        nodes: dict[int, int] = {}
+        racks: dict[int, int] = {}
+        for member in members:
+            node, rack = member // self.gpus_per_node, member // self.gpus_per_rack
+            nodes[node] = nodes.get(node, 0) + 1
+            racks[rack] = racks.get(rack, 0) + 1
+        farthest = (-1, -1, -1)
+        for member in members:
+            in_node = nodes[member // self.gpus_per_node]
+            in_rack = racks[member // self.gpus_per_rack]
+            peers = (in_node - 1, in_rack - in_node, len(members) - in_rack)
+            farthest = max(farthest, peers, key=_distance)
+        return farthest

@@ -53,11 +53,11 @@ import math
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 
-from rlplan.rpeg.model.blocks import Cluster
+from rlplan.rpeg.model.blocks import LEVEL_ORDER, Cluster
 from rlplan.rpeg.model.collectives import (
     allgather_time,
     allreduce_time,
-    alltoall_time,
+    hierarchical_alltoall_time,
     p2p_time,
 )
 from rlplan.rpeg.model.colocation import ColocationCosts
@@ -191,6 +191,12 @@ class CostModel(MemoryTerms, ExpertTerms, StageTerms, TimeParts, RolloutMemory, 
             for model, spec in instance.models.items()
         }
         self._tails: dict[tuple, float] = {}
+        hw = self.hardware
+        #: Latencies and seconds per byte of the node, rack and cluster links, in that order.
+        self._alltoall_links = (
+            tuple(hw.alpha_coll[level] for level in LEVEL_ORDER),
+            tuple(hw.beta_coll[level] for level in LEVEL_ORDER),
+        )
         #: Offload, sleep and wake, refit (docs/cost-model.md#colocation).
         self.colocation = ColocationCosts(self)
         workload = self.workload
@@ -241,10 +247,14 @@ class CostModel(MemoryTerms, ExpertTerms, StageTerms, TimeParts, RolloutMemory, 
         hw = self.hardware
         return allgather_time(nbytes, ranks, hw.alpha_coll[level], hw.beta_coll[level])
 
-    def alltoall(self, nbytes: float, ranks: int, level: str) -> float:
-        """All-to-all of ``nbytes`` per rank at a level."""
-        hw = self.hardware
-        return alltoall_time(nbytes, ranks, hw.alpha_coll[level], hw.beta_coll[level])
+    def alltoall(self, nbytes: float, ranks: int, peers: tuple[int, int, int]) -> float:
+        """All-to-all of ``nbytes`` per rank whose peers sit at the levels ``peers`` counts.
+
+        ``peers``: :attr:`~rlplan.rpeg.model.blocks.GroupLevels.ep_peers`
+        (:func:`~rlplan.rpeg.model.collectives.hierarchical_alltoall_time`).
+        """
+        alphas, betas = self._alltoall_links
+        return hierarchical_alltoall_time(nbytes, ranks, peers, alphas, betas)
 
     def p2p(self, nbytes: float, level: str) -> float:
         """Point-to-point transfer at a level."""

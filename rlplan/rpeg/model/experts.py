@@ -112,17 +112,20 @@ class ExpertTerms:
     def all_to_all(
         self, spec: ModelSpec, strategy: Strategy, tokens: float, levels: tuple[str, ...]
     ) -> float:
-        """Seconds of one MoE layer's dispatch and combine (one pass) at the ep level.
+        """Seconds of one MoE layer's dispatch and combine (one pass) over the ep group.
 
-        Each moves ``imbalance * k*(M/tp)*d*2`` bytes per GPU, the ``(ep-1)/ep``
-        part off the GPU: ``(ep-1)*alpha + bytes*(ep-1)/ep*beta``; 0 for ep = 1.
+        Each moves ``imbalance * k*(M/tp)*d*2`` bytes per GPU, ``1/ep`` of it to
+        each peer, every level's share over its own link:
+        ``alpha_far + max over levels of (peers_l/ep * bytes * beta_l)``
+        (:meth:`~rlplan.rpeg.model.cost.CostModel.alltoall`, peers from
+        ``levels.ep_peers``); 0 for ep = 1.
         """
         ep = expert_split(strategy)[0]
         if ep <= 1:
             return 0.0
         slots = spec.experts_per_token * tokens / strategy.tp
         nbytes = self.imbalance(strategy) * slots * spec.hidden_dim * BF16
-        return 2 * self.alltoall(nbytes, ep, levels[4])
+        return 2 * self.alltoall(nbytes, ep, levels.ep_peers)
 
     def context_ring(
         self, spec: ModelSpec, strategy: Strategy, tokens: float, levels: tuple[str, ...]

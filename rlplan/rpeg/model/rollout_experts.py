@@ -114,13 +114,14 @@ class RolloutExperts:
         return self.imbalance(strategy) * seconds
 
     def _expert_all_to_all(
-        self, spec: ModelSpec, strategy: Strategy, tokens: Amount, level: str
+        self, spec: ModelSpec, strategy: Strategy, tokens: Amount, peers: tuple[int, int, int]
     ) -> Amount:
         """Seconds of the slowest stage's all-to-alls when one GPU dispatches ``tokens``.
 
         Per MoE layer a dispatch and a combine, each an all-to-all of
-        ``imbalance*k*tokens*d*2`` bytes at the expert group's level
-        (:func:`~rlplan.rpeg.model.collectives.alltoall_time`)
+        ``imbalance*k*tokens*d*2`` bytes over the expert group, whose
+        ``peers`` are counted by level
+        (:func:`~rlplan.rpeg.model.collectives.hierarchical_alltoall_time`)
         (0 without expert parallelism: the experts' tp reduction is the
         layer's tp all-reduce).
         """
@@ -129,7 +130,7 @@ class RolloutExperts:
             return 0.0
         _, moe, _ = stage_layer_split(spec, strategy.pp)
         nbytes = self.imbalance(strategy) * spec.experts_per_token * tokens * spec.hidden_dim * BF16
-        return moe * 2 * self.alltoall(nbytes, ep, level)
+        return moe * 2 * self.alltoall(nbytes, ep, peers)
 
     def _moe_decode_compute(
         self, model: str, strategy: Strategy, batch: np.ndarray, context: np.ndarray
@@ -172,4 +173,4 @@ class RolloutExperts:
         if not spec.is_moe or strategy.ep == 1:
             return 0.0
         batch = np.ceil(active / strategy.pp - 1e-9)
-        return self._expert_all_to_all(spec, strategy, batch, levels[4])
+        return self._expert_all_to_all(spec, strategy, batch, levels.ep_peers)
