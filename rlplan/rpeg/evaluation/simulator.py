@@ -34,175 +34,47 @@ a fused (AC-share) plan and times ``1 + lambda_stale`` for an off-policy plan
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rlplan.rpeg.errors import PlanError
 from rlplan.rpeg.evaluation import host_memory
 from rlplan.rpeg.evaluation.host_memory import HostOverflow
-from rlplan.rpeg.model.candidates import CandidateDirectory
-from rlplan.rpeg.model.plan import Plan
+from rlplan.rpeg.evaluation.occupancy import Occupancy
+from rlplan.rpeg.evaluation.schedule import (
+    NotTopological,
+    RunGraph,
+    list_schedule,
+    ordered_schedule,
+)
+from rlplan.rpeg.evaluation.trace import EDGE_KINDS, RUN_KINDS, Evaluation, Event, Trace
+from rlplan.rpeg.model.candidates import Candidate, CandidateDirectory
+from rlplan.rpeg.model.plan import Placement, Plan, staleness_fused
 from rlplan.rpeg.templates import Kind, unroll
 
-#: Event kinds of a run on its GPUs, in the order they follow one another.
-RUN_KINDS = ("wake", "onload", "compute", "offload", "sleep")
-#: Event kinds between runs (no GPUs): data and weight transfers, refits of a rollout.
-EDGE_KINDS = ("transfer", "refit")
+#: Re-exported: the result types live in :mod:`rlplan.rpeg.evaluation.trace`.
+__all__ = ["EDGE_KINDS", "RUN_KINDS", "Evaluation", "Event", "Simulator", "Trace"]
 
 
 @dataclass(frozen=True, slots=True)
-class Evaluation:
-    """What the search needs from a plan: makespan and memory feasibility.
+class StalenessTerms:
+    """What of a plan depends on its staleness alone, built once per staleness.
 
     Attributes
     ----------
-    makespan
-        End of the last run of the ``k_eval`` steps, seconds.
-    violation
-        Worst per-GPU memory overflow plus worst per-node host-memory
-        overflow, in bytes (0 when feasible).
+    fused
+        Whether the staleness names the fused (AC-share) template.
     factor
-        Objective factor of the plan: ``1 + lambda_ac`` for a fused
-        (AC-share) plan, times ``1 + lambda_stale`` for an off-policy one
-        (:meth:`Instance.score_factor`), else 1.
+        The plan's objective factor (:meth:`Simulator.plan_factor`); only
+        for the simulator's own template.
+    graph
+        The unrolled runs (:meth:`Simulator.run_graph`); None when the
+        staleness names the other template.
     """
 
-    makespan: float
-    violation: float
-    order: tuple[int, ...] = ()
-    factor: float = 1.0
-
-    @property
-    def score(self) -> float:
-        """The objective: makespan x ``factor`` (the makespan of an on-policy separate plan)."""
-        return self.makespan * self.factor
-
-    @property
-    def feasible(self) -> bool:
-        """Whether every GPU's peak fits its usable memory and every node's host memory fits."""
-        return self.violation <= 0.0
-
-
-@dataclass(frozen=True)
-class Event:
-    """One part of a run on its GPUs (:data:`RUN_KINDS`), one transfer (:data:`EDGE_KINDS`),
-    or a CPU stage (kind ``cpu``: a rule reward, no GPUs, fed by ``source``)."""
-
-    vertex: str
-    step: int
-    kind: str
-    start: float
-    end: float
-    gpus: tuple[int, ...]
-    source: tuple[str, int] | None = None
-
-
-@dataclass(frozen=True)
-class Trace:
-    """Full simulation output (see the specification's section 7)."""
-
-    makespan: float
-    k_eval: int
-    step_time: float
-    samples_per_s: float
-    generated_tokens_per_s: float
-    events: tuple[Event, ...]
-    peak_memory_bytes: tuple[float, ...]
-    capacity_bytes: float
-    violation_bytes: float
-    start_order: tuple[tuple[int, int], ...] = field(default=())
-    template: str | None = None
-    factor: float = 1.0
-    #: Host bytes per node, its capacity, the worst overflow and every overflowing node.
-    host_memory_bytes: tuple[float, ...] = ()
-    host_capacity_bytes: float = 0.0
-    host_violation_bytes: float = 0.0
-    host_overflows: tuple[HostOverflow, ...] = ()
-
-    @property
-    def feasible(self) -> bool:
-        """Whether every GPU's peak fits its usable memory and every node's host memory fits."""
-        return self.violation_bytes <= 0.0 and self.host_violation_bytes <= 0.0
-
-    def overflow_words(self, digits: int = 2) -> str:
-        """What the plan overflows, e.g. ``overflows GPU memory by 1.20 GB``.
-
-        A host-memory overflow names its worst node (``overflows the host
-        memory of node 1 by 40.00 GB``).
-        """
-        parts = []
-        if self.violation_bytes > 0:
-            parts.append(f"overflows GPU memory by {self.violation_bytes / 1e9:.{digits}f} GB")
-        if self.host_overflows:
-            worst = self.host_overflows[0]
-            parts.append(
-                f"overflows the host memory of node {worst.node} by "
-                f"{worst.excess / 1e9:.{digits}f} GB"
-            )
-        return " and ".join(parts) or "fits in memory"
-
-    def run_spans(self) -> dict[tuple[str, int], tuple[float, float]]:
-        """(start, end) of every run (vertex, step) over all its parts (:data:`RUN_KINDS`)."""
-        spans: dict[tuple[str, int], tuple[float, float]] = {}
-        for event in self.events:
-            if event.kind in RUN_KINDS:
-                key = (event.vertex, event.step)
-                low, high = spans.get(key, (event.start, event.end))
-                spans[key] = (min(low, event.start), max(high, event.end))
-        return spans
-
-    @property
-    def score(self) -> float:
-        """Objective of the ``k_eval`` steps: makespan x ``factor`` (see :class:`Evaluation`)."""
-        return self.makespan * self.factor
-
-    @property
-    def score_step(self) -> float:
-        """The objective per step (the step time of an on-policy separate plan)."""
-        return self.step_time * self.factor
-
-    def to_json(self) -> dict[str, Any]:
-        """The trace file document.
-
-        PPO traces add the template and the score; so does the trace of a
-        penalised plan (fused or off-policy, ``factor`` above 1).
-        """
-        events = []
-        for event in self.events:
-            item: dict[str, Any] = {
-                "vertex": event.vertex,
-                "step": event.step,
-                "kind": event.kind,
-                "start": event.start,
-                "end": event.end,
-                "gpus": list(event.gpus),
-            }
-            if event.source is not None:
-                item["source"] = list(event.source)
-            events.append(item)
-        extra: dict[str, Any] = {}
-        if self.template is not None or self.factor != 1.0:
-            extra = {
-                **({} if self.template is None else {"template": self.template}),
-                "score_makespan": self.score,
-                "score_step_time": self.score_step,
-            }
-        return {
-            "makespan": self.makespan,
-            "k_eval": self.k_eval,
-            "step_time": self.step_time,
-            **extra,
-            "samples_per_s": self.samples_per_s,
-            "generated_tokens_per_s": self.generated_tokens_per_s,
-            "feasible": self.feasible,
-            "worst_memory_violation_bytes": self.violation_bytes,
-            "worst_host_memory_violation_bytes": self.host_violation_bytes,
-            "events": events,
-            "peak_memory_bytes": list(self.peak_memory_bytes),
-            "capacity_bytes": self.capacity_bytes,
-            "host_memory_bytes": list(self.host_memory_bytes),
-            "host_capacity_bytes": self.host_capacity_bytes,
-        }
+    fused: bool
+    factor: float
+    graph: RunGraph | None
 
 
 class Simulator:
@@ -252,7 +124,10 @@ class Simulator:
         self.colocation = self.cost.colocation
         self.host_capacity = self.instance.hardware.host_memory_per_node
         self._switches: dict[tuple, tuple[float, float]] = {}
-        self._graphs: dict[tuple, tuple] = {}
+        self._graphs: dict[tuple, RunGraph] = {}
+        #: Per staleness tuple: :class:`StalenessTerms` (:meth:`staleness_terms`).
+        self._staleness_terms: dict[tuple, StalenessTerms] = {}
+        #: Lags of template edges by their endpoints' blocks (and layouts): :meth:`_lags`.
         self._lag_cache: dict[tuple, float] = {}
         self._mean_generated = self.instance.workload.mean_generated
 
@@ -271,14 +146,38 @@ class Simulator:
 
     def plan_factor(self, plan: Plan) -> float:
         """The objective factor of ``plan`` (:meth:`Instance.score_factor` of its template)."""
-        if plan.fused != self.fused:
-            return self.variant(plan.fused).plan_factor(plan)
-        return self.stale_factor if any(s > 0 for _, s in plan.staleness) else self.factor
+        terms = self.staleness_terms(plan.staleness)
+        if terms.graph is None:
+            return self.variant(terms.fused).plan_factor(plan)
+        return terms.factor
+
+    def staleness_terms(self, staleness: tuple[tuple[str, int], ...]) -> StalenessTerms:
+        """The template, factor and run graph of plans with ``staleness``, cached.
+
+        A plan's fast path reads its template, objective factor and runs from
+        this one look-up.
+        """
+        found = self._staleness_terms.get(staleness)
+        if found is None:
+            fused = staleness_fused(staleness)
+            if fused != self.fused:
+                found = StalenessTerms(fused, 0.0, None)
+            else:
+                stale = any(value > 0 for _, value in staleness)
+                factor = self.stale_factor if stale else self.factor
+                found = StalenessTerms(fused, factor, self.run_graph(staleness))
+            self._staleness_terms[staleness] = found
+        return found
 
     # -- graph of runs per staleness ----------------------------------------------
 
     def graph(self, staleness: tuple[tuple[str, int], ...]) -> tuple:
-        """(predecessors, successors) of every run for this staleness, cached."""
+        """(predecessors, successors, in-degrees) of every run for this staleness, cached."""
+        found = self.run_graph(staleness)
+        return found.preds, found.succs, found.indegree
+
+    def run_graph(self, staleness: tuple[tuple[str, int], ...]) -> RunGraph:
+        """The runs of ``k_eval`` steps for this staleness (:class:`RunGraph`), cached."""
         found = self._graphs.get(staleness)
         if found is None:
             edges = unroll(self.template, self.k_eval, dict(staleness))
@@ -287,10 +186,12 @@ class Simulator:
             for edge in edges:
                 preds[edge.dst].append((edge.src, edge.template_edge))
                 succs[edge.src].append(edge.dst)
-            found = (
-                tuple(tuple(p) for p in preds),
-                tuple(tuple(s) for s in succs),
-                tuple(len(p) for p in preds),
+            found = RunGraph(
+                preds=tuple(tuple(p) for p in preds),
+                succs=tuple(tuple(s) for s in succs),
+                indegree=tuple(len(p) for p in preds),
+                vertex_of=tuple(run % self.num_vertices for run in range(self.num_runs)),
+                sources=tuple(run for run in range(self.num_runs) if not preds[run]),
             )
             self._graphs[staleness] = found
         return found
@@ -300,14 +201,19 @@ class Simulator:
     def lags(self, plan: Plan) -> list[float]:
         """Lag of every template edge (data edges, then pub edges) under this plan.
 
-        Lags are cached by the positions (and, for pub edges, the layouts) of
-        their two endpoints, so a plan costs one dictionary look-up per edge.
         A data edge's lag is its transfer plus its delay (a rule reward's
         stage, 0 on other edges).
         """
         if plan.fused != self.fused:
             return self.variant(plan.fused).lags(plan)
-        placements = plan.placements
+        return self._lags(plan.placements)[:-1]
+
+    def _lags(self, placements: Sequence[Placement]) -> list[float]:
+        """:meth:`lags` followed by the chain edges' 0.0 (what the schedulers read).
+
+        Lags are cached by the positions (and, for pub edges, the layouts) of
+        their two endpoints, so a plan costs one dictionary look-up per edge.
+        """
         cache = self._lag_cache
         delays = self._data_delays
         lags = []
@@ -324,22 +230,22 @@ class Simulator:
         for index, (src, dst, _) in enumerate(self._pub_edges):
             source, target = placements[src], placements[dst]
             first, second = source.block, target.block
-            origin, destination = source.strategy, target.strategy
+            # (tp, pp, ZeRO-3 shards, ep, etp): what the source's weights look
+            # like; the destination's decides the shard it receives.
             key = (
                 index,
                 first.start,
                 first.size,
                 second.start,
                 second.size,
-                # (tp, pp, ZeRO-3 shards, ep, etp): what the source's weights look
-                # like; the destination's decides the shard it receives.
-                *origin.layout,
-                *destination.layout,
+                source.strategy.layout,
+                target.strategy.layout,
             )
             lag = cache.get(key)
             if lag is None:
                 lag = cache[key] = self._pub_lag(index, source, target)
             lags.append(lag)
+        lags.append(0.0)
         return lags
 
     def _data_lag(self, first, second) -> float:
@@ -369,13 +275,12 @@ class Simulator:
         Blocks are laminar, so two blocks share a GPU exactly when one holds
         the other.
         """
-        blocks = [placement.block for placement in plan.placements]
-        flags = [False] * len(blocks)
+        return self._colocated(Occupancy.of(plan.placements))
+
+    def _colocated(self, occupancy: Occupancy) -> tuple[bool, ...]:
+        flags = [False] * self.num_vertices
         for engine in self._engines:
-            own = blocks[engine]
-            flags[engine] = any(
-                index != engine and block.intersects(own) for index, block in enumerate(blocks)
-            )
+            flags[engine] = occupancy.shares(engine)
         return tuple(flags)
 
     def switch(self, vertex: int, strategy) -> tuple[float, float]:
@@ -401,10 +306,18 @@ class Simulator:
             return self.variant(plan.fused).durations(plan, candidates, colocated)
         candidates = candidates if candidates is not None else self.candidates(plan)
         colocated = colocated if colocated is not None else self.colocated(plan)
+        return self._durations(plan.placements, candidates, colocated)
+
+    def _durations(
+        self,
+        placements: Sequence[Placement],
+        candidates: Sequence[Candidate],
+        colocated: Sequence[bool],
+    ) -> list[float]:
         durations = [candidate.time for candidate in candidates]
         for engine in self._engines:
             if colocated[engine]:
-                wake, sleep = self.switch(engine, plan.placements[engine].strategy)
+                wake, sleep = self.switch(engine, placements[engine].strategy)
                 durations[engine] += wake + sleep
         return durations
 
@@ -432,11 +345,7 @@ class Simulator:
         """The candidate (time, memory) of every vertex under this plan."""
         if plan.fused != self.fused:
             return self.variant(plan.fused).candidates(plan)
-        directory = self.directory
-        return [
-            directory.candidate(index, placement.block.extent, placement.strategy)
-            for index, placement in enumerate(plan.placements)
-        ]
+        return self.directory.candidates_of(plan.placements)
 
     def memory_violation(self, plan: Plan, candidates: list | None = None) -> float:
         """Worst per-GPU overflow plus worst per-node host overflow, bytes (0 when all fit)."""
@@ -451,24 +360,46 @@ class Simulator:
         """Host bytes and their holders on every node where some vertex holds bytes."""
         colocated = colocated if colocated is not None else self.colocated(plan)
         engines = [False] * self.num_vertices
-        hosts = [candidate.host for candidate in candidates]
         for engine in self._engines:
             engines[engine] = True
-            if not colocated[engine]:
-                hosts[engine] = 0.0  # an engine alone on its GPUs never sleeps
         return host_memory.node_terms(
             [p.block for p in plan.placements],
-            hosts,
+            self._hosts(candidates, colocated),
             engines,
             self._model_of,
             self.cluster.gpus_per_node,
         )
 
+    def _hosts(self, candidates: Sequence[Candidate], colocated: Sequence[bool]) -> list[float]:
+        """Host bytes per GPU of every vertex (0 for an engine alone on its GPUs: never asleep)."""
+        hosts = [candidate.host for candidate in candidates]
+        for engine in self._engines:
+            if not colocated[engine]:
+                hosts[engine] = 0.0
+        return hosts
+
     def host_violation(
         self, plan: Plan, candidates: list, colocated: tuple[bool, ...] | None = None
     ) -> float:
         """Worst per-node host-memory overflow in bytes (0 when every node fits)."""
-        if not any(candidate.host > 0 for candidate in candidates):
+        occupancy = Occupancy.of(plan.placements)
+        colocated = colocated if colocated is not None else self._colocated(occupancy)
+        return self._host_violation(plan, candidates, colocated, occupancy)
+
+    def _host_violation(
+        self,
+        plan: Plan,
+        candidates: list[Candidate],
+        colocated: tuple[bool, ...],
+        occupancy: Occupancy,
+    ) -> float:
+        """:meth:`host_violation`; the per-node terms only when the bound says a node may overflow.
+
+        :meth:`Occupancy.host_bound` bounds every node's bytes from above,
+        so when it fits the answer is 0 exactly as the per-node terms give it.
+        """
+        bound = occupancy.host_bound(self._hosts(candidates, colocated), self.cluster.gpus_per_node)
+        if bound <= self.host_capacity:
             return 0.0
         terms = self.host_terms(plan, candidates, colocated)
         return host_memory.worst_overflow(terms, self.host_capacity)
@@ -489,27 +420,12 @@ class Simulator:
         """Worst per-GPU overflow in bytes (0 when every GPU fits).
 
         Blocks are laminar, so the GPUs covered by the most vertices lie in
-        some placed block: checking each distinct placed block suffices.
+        some placed block: checking each distinct placed block suffices
+        (:meth:`Occupancy.gpu_overflow`).
         """
         candidates = candidates if candidates is not None else self.candidates(plan)
-        ranges = [(p.block.start, p.block.start + p.block.size) for p in plan.placements]
-        model_of = self._model_of
-        worst = 0.0
-        for start, end in set(ranges):
-            resident: dict[int, float] = {}
-            transient = 0.0
-            for index, (low, high) in enumerate(ranges):
-                if low <= start and end <= high:
-                    candidate = candidates[index]
-                    model = model_of[index]
-                    if candidate.resident > resident.get(model, 0.0):
-                        resident[model] = candidate.resident
-                    if candidate.transient > transient:
-                        transient = candidate.transient
-            overflow = sum(resident.values()) + transient - self.capacity
-            if overflow > worst:
-                worst = overflow
-        return worst
+        occupancy = Occupancy.of(plan.placements)
+        return occupancy.gpu_overflow(candidates, self._model_of, self.capacity)
 
     def peak_memory(self, plan: Plan) -> list[float]:
         """Peak bytes of every GPU."""
@@ -532,95 +448,69 @@ class Simulator:
 
     # -- scheduling -----------------------------------------------------------------------
 
-    def _schedule(self, plan: Plan, durations: list[float], lags: list[float]):
-        """Start and end of every run, and the order runs were placed in."""
-        preds, succs, indegree = self.graph(plan.staleness)
-        count, num_runs = self.num_vertices, self.num_runs
-        spans = [(p.block.start, p.block.end) for p in plan.placements]
-        free = [0.0] * self.cluster.num_gpus
-        start = [0.0] * num_runs
-        end = [0.0] * num_runs
-        placed: list[int] = []
-        if plan.order is not None:
-            position = [0] * num_runs
-            sequence = [step * count + vertex for vertex, step in plan.order]
-            for index, run in enumerate(sequence):
-                position[run] = index
-            for index, run in enumerate(sequence):
-                vertex = run % count
-                ready = 0.0
-                for pred, edge in preds[run]:
-                    if position[pred] > index:
-                        raise PlanError(
-                            "plan.order",
-                            f"not a topological order: ({self.template.vertices[vertex].name}, "
-                            f"{run // count}) comes before its predecessor "
-                            f"({self.template.vertices[pred % count].name}, {pred // count})",
-                        )
-                    arrival = end[pred] + (lags[edge] if edge >= 0 else 0.0)
-                    if arrival > ready:
-                        ready = arrival
-                low, high = spans[vertex]
-                gpu_free = max(free[low:high])
-                begin = ready if ready > gpu_free else gpu_free
-                finish = begin + durations[vertex]
-                start[run], end[run] = begin, finish
-                free[low:high] = [finish] * (high - low)
-            return start, end, sequence
-        remaining = list(indegree)
-        ready_time = [0.0] * num_runs
-        ready = [run for run in range(num_runs) if remaining[run] == 0]
-        while ready:
-            best_run, best_start = -1, 0.0
-            for run in ready:
-                low, high = spans[run % count]
-                gpu_free = max(free[low:high])
-                begin = ready_time[run] if ready_time[run] > gpu_free else gpu_free
-                if best_run < 0 or begin < best_start or (begin == best_start and run < best_run):
-                    best_run, best_start = run, begin
-            ready.remove(best_run)
-            vertex = best_run % count
-            finish = best_start + durations[vertex]
-            start[best_run], end[best_run] = best_start, finish
-            low, high = spans[vertex]
-            free[low:high] = [finish] * (high - low)
-            placed.append(best_run)
-            for succ in succs[best_run]:
-                remaining[succ] -= 1
-                if remaining[succ] == 0:
-                    arrival = 0.0
-                    for pred, edge in preds[succ]:
-                        value = end[pred] + (lags[edge] if edge >= 0 else 0.0)
-                        if value > arrival:
-                            arrival = value
-                    ready_time[succ] = arrival
-                    ready.append(succ)
-        return start, end, placed
+    def _schedule(
+        self,
+        plan: Plan,
+        graph: RunGraph,
+        occupancy: Occupancy,
+        durations: list[float],
+        lags: list[float],
+    ) -> tuple[list[float], list[float], list[int]]:
+        """Start and end of every run, and the order runs were placed in.
+
+        ``lags`` as :meth:`_lags` gives them (the chain edges' 0.0 last).
+        """
+        if plan.order is None:
+            return list_schedule(graph, occupancy.cover, durations, lags)
+        count = self.num_vertices
+        sequence = [step * count + vertex for vertex, step in plan.order]
+        try:
+            start, end = ordered_schedule(graph, occupancy.cover, durations, lags, sequence)
+        except NotTopological as exc:
+            names = self.template.names
+            raise PlanError(
+                "plan.order",
+                f"not a topological order: ({names[exc.run % count]}, {exc.run // count}) "
+                f"comes before its predecessor ({names[exc.pred % count]}, {exc.pred // count})",
+            ) from None
+        return start, end, sequence
 
     # -- public API --------------------------------------------------------------------------
 
     def evaluate(self, plan: Plan) -> Evaluation:
-        """Makespan, score and worst memory violation of ``plan`` (the fast path)."""
-        if plan.fused != self.fused:
-            return self.variant(plan.fused).evaluate(plan)
-        candidates = self.candidates(plan)
-        colocated = self.colocated(plan)
-        durations = self.durations(plan, candidates, colocated)
-        _, end, placed = self._schedule(plan, durations, self.lags(plan))
-        violation = self.gpu_violation(plan, candidates) + self.host_violation(
-            plan, candidates, colocated
-        )
-        return Evaluation(max(end), violation, tuple(placed), self.plan_factor(plan))
+        """Makespan, score and worst memory violation of ``plan`` (the fast path).
+
+        Everything of the plan is computed once: its candidates, which
+        blocks share GPUs (:class:`Occupancy`), its durations and lags; the
+        staleness's template, factor and runs are one look-up
+        (:meth:`staleness_terms`).
+        """
+        terms = self.staleness_terms(plan.staleness)
+        if terms.graph is None:
+            return self.variant(terms.fused).evaluate(plan)
+        placements = plan.placements
+        candidates = self.directory.candidates_of(placements)
+        occupancy = Occupancy.of(placements)
+        colocated = self._colocated(occupancy)
+        durations = self._durations(placements, candidates, colocated)
+        lags = self._lags(placements)
+        _, end, placed = self._schedule(plan, terms.graph, occupancy, durations, lags)
+        violation = occupancy.gpu_overflow(
+            candidates, self._model_of, self.capacity
+        ) + self._host_violation(plan, candidates, colocated, occupancy)
+        return Evaluation(max(end), violation, tuple(placed), terms.factor)
 
     def simulate(self, plan: Plan) -> Trace:
         """Full simulation: schedule, transfers, per-GPU memory and throughput."""
-        if plan.fused != self.fused:
-            return self.variant(plan.fused).simulate(plan)
+        terms = self.staleness_terms(plan.staleness)
+        if terms.graph is None:
+            return self.variant(terms.fused).simulate(plan)
         candidates = self.candidates(plan)
-        colocated = self.colocated(plan)
-        durations = self.durations(plan, candidates, colocated)
-        lags = self.lags(plan)
-        start, end, _ = self._schedule(plan, durations, lags)
+        occupancy = Occupancy.of(plan.placements)
+        colocated = self._colocated(occupancy)
+        durations = self._durations(plan.placements, candidates, colocated)
+        lags = self._lags(plan.placements)
+        start, end, _ = self._schedule(plan, terms.graph, occupancy, durations, lags)
         events = self._events(plan, start, end, lags, self.phases(plan, colocated))
         makespan = max(end)
         step_time = makespan / self.k_eval
@@ -644,7 +534,7 @@ class Simulator:
                 for run in sorted(range(self.num_runs), key=lambda r: (start[r], r))
             ),
             template=self.template.kind if self.instance.algorithm == "ppo" else None,
-            factor=self.plan_factor(plan),
+            factor=terms.factor,
             host_memory_bytes=tuple(host.get(node, (0.0, []))[0] for node in range(nodes)),
             host_capacity_bytes=self.host_capacity,
             host_violation_bytes=host_memory.worst_overflow(host, self.host_capacity),

@@ -9,7 +9,9 @@ coefficients from this one directory.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rlplan.rpeg.model.blocks import Block, Cluster
 from rlplan.rpeg.model.cost import CostModel, Strategy
@@ -28,6 +30,9 @@ from rlplan.rpeg.model.pinning import block_pin_problem
 from rlplan.rpeg.schema.instance import Instance
 from rlplan.rpeg.schema.pins import Pins
 from rlplan.rpeg.templates import FUSED, SEPARATE, Kind, Template, Vertex, build_template
+
+if TYPE_CHECKING:  # plan.py imports this module
+    from rlplan.rpeg.model.plan import Placement
 
 #: Re-exported: the plan-space rules and their enumeration live in
 #: :mod:`rlplan.rpeg.model.enumeration`, dominance in :mod:`rlplan.rpeg.model.dominance`.
@@ -267,6 +272,22 @@ class CandidateDirectory:
             footprint = self.cost.footprint(template_vertex, strategy)
             shortfall = self._shortfall(template_vertex, strategy)
             found = self._build(vertex, shape, strategy, footprint, shortfall)
+        return found
+
+    def candidates_of(self, placements: Sequence[Placement]) -> list[Candidate]:
+        """The candidate of every vertex under ``placements`` (one per vertex, template order).
+
+        :meth:`candidate` for each, looked up in one call: the simulator asks
+        this once per plan.
+        """
+        cache = self._cache
+        found = []
+        for vertex, placement in enumerate(placements):
+            block = placement.block
+            candidate = cache.get((vertex, block.extent, placement.strategy))
+            if candidate is None:
+                candidate = self.candidate(vertex, block.extent, placement.strategy)
+            found.append(candidate)
         return found
 
     def _shortfall(self, vertex: Vertex, strategy: Strategy) -> float:

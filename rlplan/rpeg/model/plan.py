@@ -67,7 +67,7 @@ class Plan:
     @property
     def fused(self) -> bool:
         """Whether the plan uses the fused actor-critic (AC-share) template."""
-        return any(model == AC_MODEL for model, _ in self.staleness)
+        return staleness_fused(self.staleness)
 
     @property
     def template(self) -> str:
@@ -93,6 +93,11 @@ class Plan:
     def with_order(self, order: tuple[tuple[int, int], ...] | None) -> Plan:
         """A copy with another run order."""
         return replace(self, order=order)
+
+
+def staleness_fused(staleness: tuple[tuple[str, int], ...]) -> bool:
+    """Whether a plan with ``staleness`` uses the fused (AC-share) template: it names ``ac``."""
+    return any(model == AC_MODEL for model, _ in staleness)
 
 
 def make_staleness(values: dict[str, int]) -> tuple[tuple[str, int], ...]:

@@ -1,0 +1,110 @@
+"""Which placed blocks share GPUs, and the memory checks that follow (docs/simulator.md).
+
+Blocks are laminar: two placed blocks share a GPU exactly when one holds the
+other. A plan's :class:`Occupancy` lists, for every vertex, the vertices
+whose blocks meet its own (itself included, in template order). The
+simulator reads from it whether a rollout engine is colocated, when a
+vertex's GPUs are free during scheduling (:mod:`rlplan.rpeg.evaluation.schedule`)
+and the worst GPU overflow; it is computed once per plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rlplan.rpeg.model.plan import Placement
+
+
+@dataclass(frozen=True, slots=True)
+class Occupancy:
+    """The GPU ranges of a plan's vertices and which of them meet.
+
+    Attributes
+    ----------
+    lows, highs
+        First GPU and one past the last GPU of each vertex's block.
+    cover
+        ``cover[v]``: the vertices whose blocks share a GPU with ``v``'s,
+        ``v`` included, in increasing index order.
+    """
+
+    lows: tuple[int, ...]
+    highs: tuple[int, ...]
+    cover: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def of(cls, placements: Sequence[Placement]) -> Occupancy:
+        """The occupancy of ``placements`` (one per template vertex)."""
+        lows: list[int] = []
+        highs: list[int] = []
+        for placement in placements:
+            block = placement.block
+            lows.append(block.start)
+            highs.append(block.start + block.size)
+        count = len(lows)
+        cover: list[list[int]] = [[] for _ in range(count)]
+        for first in range(count):
+            low, high = lows[first], highs[first]
+            row = cover[first]
+            row.append(first)
+            for second in range(first + 1, count):
+                if lows[second] < high and low < highs[second]:
+                    row.append(second)
+                    cover[second].append(first)
+        return cls(tuple(lows), tuple(highs), tuple(map(tuple, cover)))
+
+    def shares(self, vertex: int) -> bool:
+        """Whether another vertex's block shares a GPU with ``vertex``'s."""
+        return len(self.cover[vertex]) > 1
+
+    def gpu_overflow(self, candidates: Sequence, model_of: Sequence[int], capacity: float) -> float:
+        """Worst per-GPU overflow in bytes under the static residency rule (0 when all fit).
+
+        The GPUs covered by the most vertices lie in some placed block, so
+        each distinct placed block is checked once: the vertices holding it
+        are those of its cover whose range contains it. Each model keeps its
+        largest resident bytes, the largest transient adds (docs/simulator.md,
+        "Memory feasibility"). Models are summed in the order of their first
+        holder, as :meth:`Simulator.peak_memory
+        <rlplan.rpeg.evaluation.simulator.Simulator.peak_memory>` does.
+        """
+        lows, highs = self.lows, self.highs
+        seen: set[tuple[int, int]] = set()
+        worst = 0.0
+        for vertex, holders in enumerate(self.cover):
+            start, end = lows[vertex], highs[vertex]
+            if (start, end) in seen:
+                continue
+            seen.add((start, end))
+            resident: dict[int, float] = {}
+            transient = 0.0
+            for index in holders:
+                if lows[index] <= start and end <= highs[index]:
+                    candidate = candidates[index]
+                    model = model_of[index]
+                    if candidate.resident > resident.get(model, 0.0):
+                        resident[model] = candidate.resident
+                    if candidate.transient > transient:
+                        transient = candidate.transient
+            overflow = sum(resident.values()) + transient - capacity
+            if overflow > worst:
+                worst = overflow
+        return worst
+
+    def host_bound(self, hosts: Sequence[float], gpus_per_node: int) -> float:
+        """An upper bound on every node's host bytes: Σ_v host(v) · min(|block v|, G).
+
+        A node holds at most the sum over vertices of their host bytes per
+        GPU times their GPUs on it (a model keeps only its largest term), and
+        a block has at most ``min(size, G)`` GPUs on one node. When the bound
+        fits, no node overflows and the exact per-node terms
+        (:func:`rlplan.rpeg.evaluation.host_memory.node_terms`) need not be
+        built.
+        """
+        bound = 0.0
+        for host, low, high in zip(hosts, self.lows, self.highs, strict=True):
+            if host > 0:
+                size = high - low
+                bound += host * (size if size < gpus_per_node else gpus_per_node)
+        return bound
