@@ -161,8 +161,10 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
         strategy = placement.strategy
         candidate = directory.candidate(index, placement.block.extent, strategy)
         block = placement.block
+        pool = directory.cluster.pool_name(block) if directory.cluster.pooled else None
+        where = "" if pool is None else f"pool {pool} "
         lines.append(
-            f"| {vertex.name} | origin {list(block.origin)} extent {list(block.extent)} | "
+            f"| {vertex.name} | {where}origin {list(block.origin)} extent {list(block.extent)} | "
             f"{block.label()} | {strategy.dp} | {strategy.pp} | {strategy.tp} | "
             f"{strategy.microbatches} | {candidate.time:.4f} s | {candidate.memory / 1e9:.2f} GB | "
             f"{', '.join(sorted(pins.pinned_fields(vertex.name))) or '—'} |"

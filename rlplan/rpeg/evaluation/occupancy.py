@@ -80,6 +80,7 @@ class Occupancy:
         <rlplan.rpeg.evaluation.simulator.Simulator.peak_memory>` does.
         """
         lows, highs, pools = self.lows, self.highs, self.pools
+        single = capacities[0] if len(capacities) == 1 else None
         seen: set[tuple[int, int]] = set()
         worst = 0.0
         for vertex, holders in enumerate(self.cover):
@@ -97,7 +98,8 @@ class Occupancy:
                         resident[model] = candidate.resident
                     if candidate.transient > transient:
                         transient = candidate.transient
-            overflow = sum(resident.values()) + transient - capacities[pools[vertex]]
+            capacity = single if single is not None else capacities[pools[vertex]]
+            overflow = sum(resident.values()) + transient - capacity
             if overflow > worst:
                 worst = overflow
         return worst
@@ -114,8 +116,8 @@ class Occupancy:
         built.
         """
         bound = 0.0
-        for host, low, high, pool in zip(hosts, self.lows, self.highs, self.pools, strict=True):
+        for vertex, host in enumerate(hosts):
             if host > 0:
-                size, width = high - low, widths[pool]
+                size, width = self.highs[vertex] - self.lows[vertex], widths[self.pools[vertex]]
                 bound += host * (size if size < width else width)
         return bound
