@@ -213,3 +213,61 @@ def test_check_prints_no_inf_for_extreme_values_within_the_limits(cli, tmp_path)
     words = stdout.replace("(", " ").replace(")", " ").split()
     assert "inf" not in words and "nan" not in words
     assert os.path.getsize(path) > 0
+
+
+TWO_POOLS = REPO / "tests" / "data" / "tiny_two_pools_grpo.yaml"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "named"),
+    [
+        ("name: wide", "name: wide\n      preset: h300", "hardware.pools[1].preset"),
+        ("name: wide", "name: fast", "hardware.pools[1].name"),
+        (
+            "price_per_gpu_hour: 1.0",
+            "price_per_gpu_hour: -1.0",
+            "hardware.pools[1].price_per_gpu_hour",
+        ),
+        (
+            "price_per_gpu_hour: 2.0",
+            "price_per_gpu_hour: two",
+            "hardware.pools[0].price_per_gpu_hour",
+        ),
+        (
+            "actor.train: {dp: 2, tp: 1}",
+            "actor.train: {dp: 2, block: {pool: slow}}",
+            "placement.pin.actor.train.block.pool",
+        ),
+    ],
+)
+def test_bad_pools_get_one_line_naming_the_field(cli, tmp_path, old, new, named):
+    """An unknown preset in a pool, two pools of one name, a bad price, a pin naming no pool."""
+    text = TWO_POOLS.read_text(encoding="utf-8")
+    assert old in text
+    path = tmp_path / "pools.yaml"
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    code, stdout, stderr = cli("check", path)
+    assert code == 2 and stdout == ""
+    assert one_line(stderr).startswith(f"error: {named}:")
+
+
+@pytest.mark.parametrize(
+    ("block", "named"),
+    [
+        ({"pool": "fast", "origin": [0, 0, 0], "extent": [1, 1, 4]}, "block"),
+        ({"origin": [0, 0, 0], "extent": [1, 1, 2]}, "block.pool"),
+    ],
+)
+def test_a_plan_block_across_pools_gets_one_line(cli, tmp_path, block, named):
+    """A block that leaves its pool, or one that names no pool on a cluster of two."""
+    out = tmp_path / "run"
+    code, _, _ = cli("solve", TWO_POOLS, "--solver", "greedy", "--out", out, "--quiet")
+    assert code == 0
+    document = json.loads((out / "plan.json").read_text(encoding="utf-8"))
+    assert document["vertices"]["actor.train"]["block"]["pool"] in ("fast", "wide")
+    document["vertices"]["actor.train"]["block"] = block
+    plan = tmp_path / "crossing.json"
+    plan.write_text(json.dumps(document), encoding="utf-8")
+    code, stdout, stderr = cli("simulate", TWO_POOLS, plan)
+    assert code == 2 and stdout == ""
+    assert one_line(stderr).startswith(f"error: plan.vertices.actor.train.{named}:")

@@ -39,6 +39,7 @@ from rlplan.rpeg.schema.mixture import MLA
 from rlplan.rpeg.schema.model_presets import MODEL_PRESETS
 from rlplan.rpeg.schema.models import ModelSpec
 from rlplan.rpeg.schema.pins import pin_words
+from rlplan.rpeg.schema.pools import cluster_words
 from rlplan.rpeg.search.baselines import concurrent_plan, greedy_plan
 from rlplan.solvers.common import best_over_templates, plan_result
 
@@ -57,12 +58,15 @@ def command_check(args: argparse.Namespace) -> int:
 def print_sizes(problem: Problem) -> None:
     """The instance's cluster, models, plan space, pins and templates."""
     instance, directory = problem.instance, problem.directory
-    hardware, cluster = instance.hardware, directory.cluster
+    cluster = directory.cluster
     print(f"instance     {instance.name}: {instance.algorithm}, k_eval {instance.k_eval}")
-    print(
-        f"cluster      {hardware.racks} x {hardware.nodes_per_rack} x {hardware.gpus_per_node}"
-        f" = {hardware.num_gpus} GPUs, {gigabytes(hardware.usable_memory)} usable each"
-    )
+    for index, pool in enumerate(instance.pools):
+        words = cluster_words((pool,))
+        name = "" if pool.name is None else f" pool {pool.name}:"
+        print(
+            f"{'cluster' if index == 0 else '':<12}{name} {words}, "
+            f"{gigabytes(pool.hardware.usable_memory)} usable each"
+        )
     print("models")
     for model, spec in instance.models.items():
         params = parameter_count(spec, model)
@@ -223,7 +227,7 @@ def write_plan_outputs(
             "gantt.png",
             lambda path: write_gantt(
                 trace,
-                problem.instance.hardware,
+                problem.instance.layout_hardware,
                 path,
                 instance_name=problem.instance.name,
                 status=status,
@@ -307,7 +311,7 @@ def command_simulate(args: argparse.Namespace) -> int:
         os.makedirs(folder, exist_ok=True)
         temporary = os.path.join(folder, f".tmp-{os.path.basename(args.gantt)}")
         write_gantt(
-            trace, problem.instance.hardware, temporary, instance_name=problem.instance.name
+            trace, problem.instance.layout_hardware, temporary, instance_name=problem.instance.name
         )
         os.replace(temporary, args.gantt)
         print(f"wrote {args.gantt}")

@@ -164,13 +164,13 @@ def write_run_folder(
             bundle.write_json("trace.json", trace.to_json())
             bundle.write_json(
                 "trace.perfetto.json",
-                perfetto_trace(trace, instance.hardware, instance_name=instance.name),
+                perfetto_trace(trace, instance.layout_hardware, instance_name=instance.name),
             )
             bundle.write_with(
                 "gantt.png",
                 lambda path: write_gantt(
                     trace,
-                    instance.hardware,
+                    instance.layout_hardware,
                     path,
                     instance_name=instance.name,
                     status=result.status.value,

@@ -31,6 +31,9 @@ from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.candidates import Candidate, CandidateDirectory
 from rlplan.rpeg.model.plan import Placement, Plan, make_staleness
+from rlplan.rpeg.model.shapes import pool_of
+from rlplan.rpeg.schema.hardware import LEVELS
+from rlplan.rpeg.schema.pools import INTER_POOL
 from rlplan.rpeg.templates import Kind
 
 #: Largest total rounding error of a schedule, relative to the upper bound.
@@ -80,6 +83,8 @@ class Formulation:
     #: (source, user, model whose weights travel, model whose staleness applies
     #: or None for a synchronous edge).
     pub_edges: tuple[tuple[int, int, str, str | None], ...]
+    #: The largest usable memory per GPU over the pools (bytes, rounded down); each
+    #: memory row holds its unit's pool's (:attr:`memory_capacities`).
     memory_capacity: int
     gpu_units: tuple[tuple[int, int], ...]
     upper_bound: float
@@ -89,21 +94,35 @@ class Formulation:
     data_delays: tuple[float, ...] = ()
     #: Rollout engines (generate vertices): they wake and sleep when colocated.
     engines: tuple[int, ...] = ()
-    #: Host memory of a node in bytes, rounded down.
+    #: Host memory of a node in bytes, rounded down: the largest over the nodes;
+    #: each host row holds its node's (:attr:`node_capacities`).
     host_capacity: int = 0
+    #: Usable memory per GPU of each pool, and host memory of every flat node (rounded down).
+    memory_capacities: tuple[int, ...] = ()
+    node_capacities: tuple[int, ...] = ()
+    #: Levels a transfer between two blocks may cross: ``g``, ``n``, ``r``, and
+    #: ``x`` (between pools) on a cluster of several pools.
+    levels: tuple[str, ...] = LEVELS
     stats: dict = field(default_factory=dict)
     _elsewhere: dict = field(default_factory=dict, repr=False)
     _covering: dict = field(default_factory=dict, repr=False)
 
     # -- coefficients ------------------------------------------------------------------
 
-    def data_lag_at(self, level: str, delay: float = 0.0) -> int:
+    def data_lag_at(self, level: str, delay: float = 0.0, pool: int = 0) -> int:
         """Lag (units, rounded down) of a data edge between two different blocks at ``level``.
 
         ``delay`` is the edge's fixed delay in seconds (:meth:`data_delay`),
         added before rounding: one floor per edge, as the time unit assumes.
+        ``pool`` is the destination block's GPU pool, whose links ``g``, ``n``
+        and ``r`` are (``x``, between pools, is the inter-pool link).
         """
-        return self.to_units(self.problem.directory.cost.data_lag(False, level) + delay)
+        cost = self.problem.directory.costs[pool]
+        return self.to_units(cost.data_lag(False, level) + delay)
+
+    def capacity_of(self, unit: tuple[int, int]) -> int:
+        """Usable memory per GPU (bytes, rounded down) of the pool GPU unit ``unit`` lies in."""
+        return self.memory_capacities[self.problem.directory.cluster.pool_of_gpu(unit[0])]
 
     def data_delay(self, index: int) -> float:
         """Fixed delay (seconds) of data edge ``index``: a rule reward's stage, else 0."""
@@ -113,14 +132,15 @@ class Formulation:
         """Lag (units) of a pub edge from another block spanning ``level`` with the user's block.
 
         A p2p of the user's weight shard: it depends on the level and the
-        user's (tp, pp) only, not on where exactly the source block lies.
+        user's (tp, pp) only, not on where exactly the source block lies; the
+        links are those of the user's pool.
         """
-        cost = self.problem.directory.cost
+        cost = self.problem.directory.costs[target.block.pool]
         return self.to_units(cost.pub_lag(model, False, False, level, target.candidate.strategy))
 
     def reshard_lag(self, model: str, target: Assignment) -> int:
         """Lag (units) of a pub edge on the user's own block from another (tp, pp) layout."""
-        cost = self.problem.directory.cost
+        cost = self.problem.directory.costs[target.block.pool]
         seconds = cost.pub_lag(model, True, False, target.block.level, target.candidate.strategy)
         return self.to_units(seconds)
 
@@ -164,7 +184,7 @@ class Formulation:
         The CUDA IPC copy, after a reshard when the trainer's layout differs
         (:meth:`rlplan.rpeg.model.colocation.ColocationCosts.refit_lag`).
         """
-        colocation = self.problem.directory.cost.colocation
+        colocation = self.problem.directory.costs[target.block.pool].colocation
         strategy = target.candidate.strategy
         seconds = colocation.refit_lag(model, True, same_layout, target.block.level, strategy)
         return self.to_units(seconds)
@@ -538,8 +558,11 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
     template = directory.template
     # GPU units: maximal GPU ranges covered by the same set of blocks (memory is
     # checked once per unit instead of once per GPU).
+    cluster = directory.cluster
+    # Pool boundaries cut too: a unit lies inside one pool (and has its capacity).
     cuts = sorted(
-        {0, directory.cluster.num_gpus}
+        {0, cluster.num_gpus}
+        | {geometry.offset for geometry in cluster.pools}
         | {b.start for b in used_blocks}
         | {b.end for b in used_blocks}
     )
@@ -558,13 +581,16 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
         k_eval=instance.k_eval,
         data_edges=tuple((e.src, e.dst) for e in template.data_edges),
         pub_edges=tuple((e.src, e.dst, e.model, e.staleness_model) for e in template.pub_edges),
-        memory_capacity=math.floor(directory.capacity),
+        memory_capacity=max(math.floor(capacity) for capacity in directory.capacities),
         gpu_units=gpu_units,
         upper_bound=upper_bound,
         symmetry_root=root,
         data_delays=template.data_delays,
         engines=engines,
-        host_capacity=math.floor(instance.hardware.host_memory_per_node),
+        host_capacity=max(math.floor(capacity) for capacity in cluster.host_capacities),
+        memory_capacities=tuple(math.floor(capacity) for capacity in directory.capacities),
+        node_capacities=tuple(math.floor(capacity) for capacity in cluster.node_capacities()),
+        levels=(*LEVELS, INTER_POOL) if cluster.pooled else LEVELS,
     )
     formulation.stats = {
         "assignments": sum(len(items) for items in assignments),
@@ -585,7 +611,9 @@ def _duration_units(
     duration = math.floor(candidate.time / unit + 1e-9)
     if not engine:
         return duration, 0
-    wake, sleep = problem.simulator.switch(candidate.vertex, candidate.strategy)
+    wake, sleep = problem.simulator.switch(
+        candidate.vertex, candidate.strategy, pool_of(candidate.shape)
+    )
     return duration, math.floor((candidate.time + wake + sleep) / unit + 1e-9) - duration
 
 

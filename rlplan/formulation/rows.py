@@ -29,8 +29,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from rlplan.formulation.model import Formulation
-from rlplan.rpeg.evaluation.host_memory import gpus_on_node, nodes_of
-from rlplan.rpeg.schema.hardware import LEVELS
 
 
 @dataclass(frozen=True)
@@ -99,6 +97,8 @@ class MemoryRow:
 
     unit: tuple[int, int]
     vertices: tuple[MemoryTerms, ...]
+    #: Usable memory per GPU of the unit's pool, bytes rounded down.
+    capacity: int = 0
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -151,6 +151,8 @@ class HostRow:
 
     node: int
     vertices: tuple[HostTerms, ...]
+    #: Host memory of the node (its pool's ``host_memory_per_node``), bytes rounded down.
+    capacity: int = 0
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -169,22 +171,27 @@ def data_rows(f: Formulation) -> Iterator[LagRow]:
     """Data edges of every step: the plain precedence, then one lag row per
     (destination block, level) where the source may sit elsewhere at that level.
 
-    The data-transfer lag depends only on the level the two blocks span, so
-    a row is switched on by the destination's block and the source being on
-    another block spanning that level with it. An edge's fixed delay (a rule
-    reward's stage, :meth:`Formulation.data_delay`) is in every one of its
-    rows: the plain one is ``start >= end + delay``, a lag row adds it to
-    the transfer.
+    The data-transfer lag depends only on the level the two blocks span (and
+    on the destination's pool, whose links those inside it are), so a row is
+    switched on by the destination's block and the source being on another
+    block spanning that level with it (level ``x``: a block of another pool).
+    An edge's fixed delay (a rule reward's stage, :meth:`Formulation.data_delay`)
+    is in every one of its rows: the plain one is ``start >= end + delay``, a
+    lag row adds it to the transfer.
     """
     delays = [f.data_delay(index) for index in range(len(f.data_edges))]
     plain = [f.to_units(delay) for delay in delays]
-    data_lags = [{level: f.data_lag_at(level, delay) for level in LEVELS} for delay in delays]
+    pools = range(len(f.memory_capacities))
+    data_lags = [
+        [{level: f.data_lag_at(level, delay, pool) for level in f.levels} for pool in pools]
+        for delay in delays
+    ]
     for step in range(f.k_eval):
         for index, (src, dst) in enumerate(f.data_edges):
             before, after = f.run(src, step), f.run(dst, step)
             yield LagRow(before, after, plain[index])
             for target in f.blocks_of(dst):
-                for level, lag in data_lags[index].items():
+                for level, lag in data_lags[index][f.blocks[target].pool].items():
                     if lag <= plain[index]:
                         continue
                     blocks = f.elsewhere_blocks(src, target, level)
@@ -207,7 +214,7 @@ def pub_rows(f: Formulation) -> Iterator[LagRow]:
         for index, target in enumerate(f.assignments[dst]):
             block = f.block_index[target.block]
             user = Chooses(dst, (index,))
-            for level in LEVELS:
+            for level in f.levels:
                 blocks = f.elsewhere_blocks(src, block, level)
                 lag = f.pub_lag_at(model, level, target)
                 if blocks and lag > 0:
@@ -294,7 +301,7 @@ def host_memory_rows(f: Formulation) -> Iterator[HostRow]:
     largest terms, plus every engine's largest term) fits is left out, and
     so is a node whose terms equal another's (the row would be the same).
     """
-    gpus_per_node = f.problem.directory.cluster.gpus_per_node
+    cluster = f.problem.directory.cluster
     template = f.problem.directory.template
     per_node: dict[int, list[HostTerms]] = {}
     for vertex, items in enumerate(f.assignments):
@@ -302,8 +309,8 @@ def host_memory_rows(f: Formulation) -> Iterator[HostRow]:
         for index, a in enumerate(items):
             if a.host <= 0:
                 continue
-            for node in nodes_of(a.block, gpus_per_node):
-                held = a.host * gpus_on_node(a.block, node, gpus_per_node)
+            for node in cluster.nodes_of(a.block):
+                held = a.host * cluster.gpus_on_node(a.block, node)
                 on_node.setdefault(node, []).append((index, held))
         model = template.vertices[vertex].model
         for node, terms in on_node.items():
@@ -322,10 +329,11 @@ def host_memory_rows(f: Formulation) -> Iterator[HostRow]:
             else:
                 largest[terms.model] = max(largest.get(terms.model, 0), top)
         signature = tuple((t.vertex, t.terms) for t in vertices)
-        if sum(largest.values()) + engines <= f.host_capacity or signature in seen:
+        capacity = f.node_capacities[node]
+        if sum(largest.values()) + engines <= capacity or (signature, capacity) in seen:
             continue
-        seen.add(signature)
-        yield HostRow(node, vertices)
+        seen.add((signature, capacity))
+        yield HostRow(node, vertices, capacity)
 
 
 def memory_rows(f: Formulation) -> Iterator[MemoryRow]:
@@ -347,7 +355,7 @@ def memory_rows(f: Formulation) -> Iterator[MemoryRow]:
                 )
             )
         if vertices:
-            yield MemoryRow(unit, tuple(vertices))
+            yield MemoryRow(unit, tuple(vertices), f.capacity_of(unit))
 
 
 def area_terms(f: Formulation) -> list[tuple[int, int, int]]:

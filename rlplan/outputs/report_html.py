@@ -12,6 +12,7 @@ from rlplan.outputs.time_parts_section import time_parts_html, time_parts_sectio
 from rlplan.outputs.vocabulary import framework_view, reward_rule_view
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
+from rlplan.rpeg.schema.pools import cluster_words
 from rlplan.rpeg.strategy import DIMENSIONS, Dimension, shown_dimensions
 from rlplan.solvers.result import Result
 from rlplan.solvers.staleness import describe_staleness
@@ -62,13 +63,11 @@ def render_html_report(
         colocation, Gantt chart.
     """
     instance = problem.instance
-    hardware = instance.hardware
     k = instance.k_eval
     bound_step = None if result.bound is None else result.bound / k
     report = HtmlReport(f"{instance.name}: {result.status.value}")
     report.paragraph(
-        f"{instance.algorithm.upper()} on {hardware.racks} × {hardware.nodes_per_rack} × "
-        f"{hardware.gpus_per_node} = {hardware.num_gpus} GPUs, k_eval = {k}."
+        f"{instance.algorithm.upper()} on {cluster_words(instance.pools, '×')}, k_eval = {k}."
     )
     report.heading("Summary")
     summary = [

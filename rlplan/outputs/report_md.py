@@ -7,6 +7,7 @@ from rlplan.outputs.time_parts_section import time_parts_markdown, time_parts_se
 from rlplan.outputs.vocabulary import framework_markdown, framework_view, reward_rule_view
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
+from rlplan.rpeg.schema.pools import cluster_words
 from rlplan.solvers.result import Result
 from rlplan.solvers.staleness import describe_staleness
 
@@ -37,7 +38,7 @@ def summary_line(problem: Problem, result: Result) -> str:
         parts.insert(1, f"score {result.score_step:.4f} s")
     if result.gap is not None:
         parts.append(f"gap {result.gap:.4%}")
-    parts.append(f"{instance.hardware.num_gpus} GPUs")
+    parts.append(f"{instance.num_gpus} GPUs")
     return f"# {instance.name} — {result.status.value}: {', '.join(parts)} ({result.solver})"
 
 
@@ -102,12 +103,11 @@ def _rule_rows(problem: Problem) -> list[str]:
 def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
     """Markdown summary of a result: status, figures, placement and framework settings."""
     instance = problem.instance
-    hardware = instance.hardware
     lines = [
         summary_line(problem, result),
         "",
-        f"{instance.algorithm.upper()} on {hardware.racks} x {hardware.nodes_per_rack} x "
-        f"{hardware.gpus_per_node} = {hardware.num_gpus} GPUs, k_eval = {instance.k_eval}.",
+        f"{instance.algorithm.upper()} on {cluster_words(instance.pools)}, "
+        f"k_eval = {instance.k_eval}.",
         "",
         "| | |",
         "|---|---|",
@@ -161,8 +161,10 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
         strategy = placement.strategy
         candidate = directory.candidate(index, placement.block.extent, strategy)
         block = placement.block
+        pool = directory.cluster.pool_name(block) if directory.cluster.pooled else None
+        where = "" if pool is None else f"pool {pool} "
         lines.append(
-            f"| {vertex.name} | origin {list(block.origin)} extent {list(block.extent)} | "
+            f"| {vertex.name} | {where}origin {list(block.origin)} extent {list(block.extent)} | "
             f"{block.label()} | {strategy.dp} | {strategy.pp} | {strategy.tp} | "
             f"{strategy.microbatches} | {candidate.time:.4f} s | {candidate.memory / 1e9:.2f} GB | "
             f"{', '.join(sorted(pins.pinned_fields(vertex.name))) or '—'} |"

@@ -98,7 +98,7 @@ def time_parts_section(problem: Problem, plan) -> TimePartsSection:
     ):
         shape, strategy = placement.block.extent, placement.strategy
         run = directory.candidate(index, shape, strategy).time
-        parts = dict(directory.cost.time_parts(vertex, shape, strategy))
+        parts = dict(directory.cost_of(shape).time_parts(vertex, shape, strategy))
         rows.append(VertexParts(vertex.name, run, parts))
     return TimePartsSection(_columns(rows), tuple(rows))
 

@@ -167,9 +167,10 @@ def _gpus_label(gpus: list[int]) -> str:
 def _vertex_entry(problem: Problem, index: int, plan: Plan) -> dict[str, Any]:
     """One vertex in framework terms (only the settings that apply to its kind)."""
     directory = problem.directory
-    cost = directory.cost
     vertex = directory.template.vertices[index]
     placement = plan.placements[index]
+    # The pool's cost model: its memory per GPU sizes the rollout's pool.
+    cost = directory.cost_of(placement.block.extent)
     strategy: Strategy = placement.strategy
     gpus = list(placement.block.gpus())
     entry: dict[str, Any] = {

@@ -342,9 +342,9 @@ class CpSatModel:
         ``colocated[g]``.
         """
         f, v, model = self.formulation, self.vars, self.model
-        capacity = f.host_capacity
         for row in rows.host_memory_rows(f):
             self._check()
+            capacity = row.capacity
             held = {
                 name: model.new_int_var(0, capacity, f"host[{name},{row.node}]")
                 for name in row.models
@@ -395,10 +395,9 @@ class CpSatModel:
     def _memory_capacity(self) -> None:
         """Per GPU: Σ over models of the largest resident + the largest transient ≤ capacity."""
         f, v, model = self.formulation, self.vars, self.model
-        capacity = f.memory_capacity
         for row in rows.memory_rows(f):
             self._check()
-            low = row.unit[0]
+            low, capacity = row.unit[0], row.capacity
             resident = {
                 name: model.new_int_var(0, capacity, f"resident[{name},{low}]")
                 for name in row.models

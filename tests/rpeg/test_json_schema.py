@@ -269,8 +269,10 @@ def test_placement_and_solver_keys_have_declared_types() -> None:
 
 def test_schema_defaults_follow_declarations() -> None:
     schema = instance_json_schema()
-    hardware = schema["properties"]["hardware"]["properties"]
+    one_type, pooled = schema["properties"]["hardware"]["oneOf"]
+    hardware = one_type["properties"]
     assert hardware["gemm_efficiency"]["default"] == 0.8
+    assert pooled["properties"]["pools"]["items"]["properties"]["racks"] == hardware["racks"]
     assert "default" not in hardware["racks"]
     placement = schema["properties"]["placement"]["anyOf"][0]["properties"]
     assert placement["micro_batch_sizes"]["default"] == [1, 2, 4, 8]

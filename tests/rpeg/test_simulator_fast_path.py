@@ -103,7 +103,7 @@ def _plain_violation(simulator: Simulator, plan) -> float:
     simulator = simulator.for_plan(plan)
     gpu = max(0.0, max(simulator.peak_memory(plan)) - simulator.capacity)
     terms = simulator.host_terms(plan, simulator.candidates(plan))
-    return gpu + host_memory.worst_overflow(terms, simulator.host_capacity)
+    return gpu + host_memory.worst_overflow(terms, simulator.host_capacities)
 
 
 def _simulators() -> list:
@@ -165,7 +165,7 @@ def test_the_tight_host_variant_takes_both_sides_of_the_host_bound():
             for host, placement in zip(hosts, plan.placements, strict=True)
         )
         terms = simulator.host_terms(plan, candidates, colocated)
-        worst = host_memory.worst_overflow(terms, simulator.host_capacity)
+        worst = host_memory.worst_overflow(terms, simulator.host_capacities)
         decided += bound <= simulator.host_capacity
         bounded += bound > simulator.host_capacity and worst == 0.0
         overflowing += worst > 0.0

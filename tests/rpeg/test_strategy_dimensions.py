@@ -156,6 +156,7 @@ def test_strategy_fields_follow_the_declaration_in_order():
     assert pin_names == [
         "origin",
         "extent",
+        "pool",
         "dp",
         "pp",
         "tp",

@@ -17,7 +17,10 @@ class LowerBounds:
     compute
         Total FLOPs of ``k_eval`` steps at peak on every GPU. Valid because a
         run's time on n GPUs is at least its FLOPs over ``n * peak`` (the
-        model only adds efficiency losses, rounding and communication).
+        model only adds efficiency losses, rounding and communication). With
+        GPU pools the cluster's peak is the sum of each pool's GPUs times its
+        peak: however the runs are spread over the pools, no more FLOPs are
+        done per second.
     critical_path
         Longest path of the unrolled graph with every vertex at its fastest
         candidate, no transfer lag (but the fixed delay of a data edge, a
@@ -46,9 +49,10 @@ def lower_bounds(directory: CandidateDirectory, on_policy: bool = False) -> Lowe
     staleness 0 (its critical path then has every pub edge of step 0).
     """
     instance, template = directory.instance, directory.template
-    hardware = instance.hardware
+    # A vertex's FLOPs are the pool's alike (they count the model's work only).
     flops = sum(directory.cost.vertex_flops(vertex) for vertex in template.vertices)
-    compute = instance.k_eval * flops / (hardware.flops_per_gpu * hardware.num_gpus)
+    peak = sum(pool.hardware.flops_per_gpu * pool.hardware.num_gpus for pool in instance.pools)
+    compute = instance.k_eval * flops / peak
     fastest = []
     for index in range(len(template.vertices)):
         candidate = directory.fastest(index)

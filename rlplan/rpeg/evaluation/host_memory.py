@@ -11,7 +11,8 @@ an offloaded train vertex, the weight shard of an offloaded infer vertex, and
 a sleeping engine's weights (level 1). As on a GPU, a model keeps its largest
 host footprint (its states are moved, not copied); an engine's sleeping
 weights are a copy of their own. The plan is feasible when host(n) ≤
-``hardware.host_memory_per_node`` on every node.
+``hardware.host_memory_per_node`` on every node (its pool's, with GPU pools:
+nodes are numbered pool after pool, :class:`~rlplan.rpeg.model.pools.PooledCluster`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rlplan.rpeg.model.blocks import Block
+from rlplan.rpeg.model.pools import PooledCluster
 
 
 @dataclass(frozen=True)
@@ -29,9 +31,10 @@ class HostOverflow:
     Attributes
     ----------
     node
-        Flat node index (``rack * nodes_per_rack + node``).
+        Flat node index (``rack * nodes_per_rack + node``, after the nodes of
+        the pools before the node's).
     needed, capacity
-        Host bytes the plan needs there and ``host_memory_per_node``.
+        Host bytes the plan needs there and its ``host_memory_per_node``.
     vertices
         The vertices holding host memory on the node, in template order.
     """
@@ -47,24 +50,12 @@ class HostOverflow:
         return self.needed - self.capacity
 
 
-def gpus_on_node(block: Block, node: int, gpus_per_node: int) -> int:
-    """GPUs of ``block`` on node ``node``."""
-    low = max(block.start, node * gpus_per_node)
-    high = min(block.end, (node + 1) * gpus_per_node)
-    return max(0, high - low)
-
-
-def nodes_of(block: Block, gpus_per_node: int) -> range:
-    """Flat indices of the nodes ``block`` has GPUs on."""
-    return range(block.start // gpus_per_node, (block.end - 1) // gpus_per_node + 1)
-
-
 def node_terms(
     blocks: Sequence[Block],
     hosts: Sequence[float],
     engines: Sequence[bool],
     models: Sequence[int],
-    gpus_per_node: int,
+    cluster: PooledCluster,
 ) -> dict[int, tuple[float, list[int]]]:
     """Host bytes and the vertices holding them, on every node some vertex holds bytes on.
 
@@ -78,15 +69,15 @@ def node_terms(
         nothing and must have host 0 here.
     models
         Each vertex's model index.
-    gpus_per_node
-        GPUs of one node.
+    cluster
+        The cluster, whose nodes the blocks' GPUs lie on.
     """
     per_node: dict[int, tuple[dict[int, float], float, list[int]]] = {}
     for vertex, (block, host) in enumerate(zip(blocks, hosts, strict=True)):
         if host <= 0:
             continue
-        for node in nodes_of(block, gpus_per_node):
-            held = host * gpus_on_node(block, node, gpus_per_node)
+        for node in cluster.nodes_of(block):
+            held = host * cluster.gpus_on_node(block, node)
             largest, engine, holders = per_node.setdefault(node, ({}, 0.0, []))
             holders.append(vertex)
             if engines[vertex]:
@@ -99,6 +90,9 @@ def node_terms(
     }
 
 
-def worst_overflow(terms: dict[int, tuple[float, list[int]]], capacity: float) -> float:
-    """Largest host overflow over the nodes in bytes (0 when every node fits)."""
-    return max([0.0, *(needed - capacity for needed, _ in terms.values())])
+def worst_overflow(terms: dict[int, tuple[float, list[int]]], capacities: Sequence[float]) -> float:
+    """Largest host overflow over the nodes in bytes (0 when every node fits).
+
+    ``capacities`` is the host memory of every flat node.
+    """
+    return max([0.0, *(needed - capacities[node] for node, (needed, _) in terms.items())])

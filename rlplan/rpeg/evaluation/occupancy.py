@@ -27,21 +27,26 @@ class Occupancy:
     cover
         ``cover[v]``: the vertices whose blocks share a GPU with ``v``'s,
         ``v`` included, in increasing index order.
+    pools
+        The GPU pool of each vertex's block.
     """
 
     lows: tuple[int, ...]
     highs: tuple[int, ...]
     cover: tuple[tuple[int, ...], ...]
+    pools: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, placements: Sequence[Placement]) -> Occupancy:
         """The occupancy of ``placements`` (one per template vertex)."""
         lows: list[int] = []
         highs: list[int] = []
+        pools: list[int] = []
         for placement in placements:
             block = placement.block
             lows.append(block.start)
             highs.append(block.start + block.size)
+            pools.append(block.pool)
         count = len(lows)
         cover: list[list[int]] = [[] for _ in range(count)]
         for first in range(count):
@@ -52,14 +57,19 @@ class Occupancy:
                 if lows[second] < high and low < highs[second]:
                     row.append(second)
                     cover[second].append(first)
-        return cls(tuple(lows), tuple(highs), tuple(map(tuple, cover)))
+        return cls(tuple(lows), tuple(highs), tuple(map(tuple, cover)), tuple(pools))
 
     def shares(self, vertex: int) -> bool:
         """Whether another vertex's block shares a GPU with ``vertex``'s."""
         return len(self.cover[vertex]) > 1
 
-    def gpu_overflow(self, candidates: Sequence, model_of: Sequence[int], capacity: float) -> float:
+    def gpu_overflow(
+        self, candidates: Sequence, model_of: Sequence[int], capacities: Sequence[float]
+    ) -> float:
         """Worst per-GPU overflow in bytes under the static residency rule (0 when all fit).
+
+        ``capacities`` is the usable memory per GPU of each pool: a block's
+        GPUs have its pool's.
 
         The GPUs covered by the most vertices lie in some placed block, so
         each distinct placed block is checked once: the vertices holding it
@@ -69,7 +79,8 @@ class Occupancy:
         holder, as :meth:`Simulator.peak_memory
         <rlplan.rpeg.evaluation.simulator.Simulator.peak_memory>` does.
         """
-        lows, highs = self.lows, self.highs
+        lows, highs, pools = self.lows, self.highs, self.pools
+        single = capacities[0] if len(capacities) == 1 else None
         seen: set[tuple[int, int]] = set()
         worst = 0.0
         for vertex, holders in enumerate(self.cover):
@@ -87,24 +98,26 @@ class Occupancy:
                         resident[model] = candidate.resident
                     if candidate.transient > transient:
                         transient = candidate.transient
+            capacity = single if single is not None else capacities[pools[vertex]]
             overflow = sum(resident.values()) + transient - capacity
             if overflow > worst:
                 worst = overflow
         return worst
 
-    def host_bound(self, hosts: Sequence[float], gpus_per_node: int) -> float:
+    def host_bound(self, hosts: Sequence[float], widths: Sequence[int]) -> float:
         """An upper bound on every node's host bytes: Σ_v host(v) · min(|block v|, G).
 
         A node holds at most the sum over vertices of their host bytes per
         GPU times their GPUs on it (a model keeps only its largest term), and
-        a block has at most ``min(size, G)`` GPUs on one node. When the bound
+        a block has at most ``min(size, G)`` GPUs on one node, ``G`` its pool's
+        GPUs per node (``widths``, per pool). When the bound
         fits, no node overflows and the exact per-node terms
         (:func:`rlplan.rpeg.evaluation.host_memory.node_terms`) need not be
         built.
         """
         bound = 0.0
-        for host, low, high in zip(hosts, self.lows, self.highs, strict=True):
+        for vertex, host in enumerate(hosts):
             if host > 0:
-                size = high - low
-                bound += host * (size if size < gpus_per_node else gpus_per_node)
+                size, width = self.highs[vertex] - self.lows[vertex], widths[self.pools[vertex]]
+                bound += host * (size if size < width else width)
         return bound

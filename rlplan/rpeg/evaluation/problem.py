@@ -265,6 +265,8 @@ class Problem:
                 f"{name} has no strategy{pinned}: no block and strategy of the plan space match it"
             )
         _, leanest = directory.smallest_shortfall(directory.template.index(name))
+        if leanest is not None:
+            capacity = directory.capacity_of(leanest.shape)
         refused = None if leanest is None else directory.refusal(leanest)
         if refused is not None and leanest is not None and leanest.memory <= capacity:
             # Memory would do; the rollout engine's KV pool is what falls short.

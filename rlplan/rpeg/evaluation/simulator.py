@@ -91,8 +91,11 @@ class Simulator:
         self.instance = directory.instance
         self.template = directory.template
         self.cost = directory.cost
+        #: One cost model and usable memory per GPU pool (docs/cost-model.md#pools).
+        self.costs = directory.costs
         self.cluster = directory.cluster
         self.capacity = directory.capacity
+        self.capacities = directory.capacities
         self.k_eval = self.instance.k_eval
         self.num_vertices = len(self.template.vertices)
         self.num_runs = self.num_vertices * self.k_eval
@@ -122,7 +125,11 @@ class Simulator:
         self._engines = tuple(i for i, v in enumerate(vertices) if v.kind is Kind.GENERATE)
         self._refits = tuple(vertices[dst].kind is Kind.GENERATE for _, dst, _ in self._pub_edges)
         self.colocation = self.cost.colocation
-        self.host_capacity = self.instance.hardware.host_memory_per_node
+        self._colocations = tuple(cost.colocation for cost in self.costs)
+        #: Host memory of every flat node, the smallest of them, and each pool's node width.
+        self.host_capacities = self.cluster.node_capacities()
+        self.host_capacity = min(self.cluster.host_capacities)
+        self._node_widths = self.cluster.node_widths()
         self._switches: dict[tuple, tuple[float, float]] = {}
         self._graphs: dict[tuple, RunGraph] = {}
         #: Per staleness tuple: :class:`StalenessTerms` (:meth:`staleness_terms`).
@@ -251,7 +258,8 @@ class Simulator:
     def _data_lag(self, first, second) -> float:
         if first == second:
             return 0.0
-        return self.cost.data_lag(False, self.cluster.span_level(first, second))
+        cost = self.costs[second.pool]
+        return cost.data_lag(False, self.cluster.span_level(first, second))
 
     def _pub_lag(self, index: int, source, target) -> float:
         model = self._pub_edges[index][2]
@@ -263,9 +271,12 @@ class Simulator:
             if same_block
             else self.cluster.span_level(source.block, target.block)
         )
+        # The destination's pool: its weight shard, and its links on its own block.
+        pool = target.block.pool
         if self._refits[index]:
-            return self.colocation.refit_lag(model, same_block, same_layout, level, destination)
-        return self.cost.pub_lag(model, same_block, same_layout, level, destination)
+            colocation = self._colocations[pool]
+            return colocation.refit_lag(model, same_block, same_layout, level, destination)
+        return self.costs[pool].pub_lag(model, same_block, same_layout, level, destination)
 
     # -- colocation --------------------------------------------------------------------
 
@@ -283,15 +294,17 @@ class Simulator:
             flags[engine] = occupancy.shares(engine)
         return tuple(flags)
 
-    def switch(self, vertex: int, strategy) -> tuple[float, float]:
-        """(wake, sleep) seconds of rollout engine ``vertex`` with ``strategy`` when colocated."""
-        key = (vertex, strategy)
+    def switch(self, vertex: int, strategy, pool: int = 0) -> tuple[float, float]:
+        """(wake, sleep) seconds of rollout engine ``vertex`` with ``strategy`` when colocated,
+        on a block of GPU pool ``pool``."""
+        key = (vertex, strategy, pool)
         found = self._switches.get(key)
         if found is None:
             model = self.template.vertices[vertex].model
+            colocation = self._colocations[pool]
             found = self._switches[key] = (
-                self.colocation.wake(model, strategy),
-                self.colocation.sleep(model, strategy),
+                colocation.wake(model, strategy),
+                colocation.sleep(model, strategy),
             )
         return found
 
@@ -317,7 +330,8 @@ class Simulator:
         durations = [candidate.time for candidate in candidates]
         for engine in self._engines:
             if colocated[engine]:
-                wake, sleep = self.switch(engine, placements[engine].strategy)
+                placement = placements[engine]
+                wake, sleep = self.switch(engine, placement.strategy, placement.block.pool)
                 durations[engine] += wake + sleep
         return durations
 
@@ -332,12 +346,15 @@ class Simulator:
         phases = []
         for index, placement in enumerate(plan.placements):
             vertex, strategy = self.template.vertices[index], placement.strategy
+            pool = placement.block.pool
             if vertex.kind is Kind.GENERATE:
-                wake, sleep = self.switch(index, strategy) if colocated[index] else (0.0, 0.0)
+                idle = (0.0, 0.0)
+                wake, sleep = self.switch(index, strategy, pool) if colocated[index] else idle
                 phases.append(("wake", wake, "sleep", sleep))
                 continue
-            onload = self.colocation.onload(vertex.kind, vertex.model, strategy)
-            offload = self.colocation.offload(vertex.kind, vertex.model, strategy)
+            colocation = self._colocations[pool]
+            onload = colocation.onload(vertex.kind, vertex.model, strategy)
+            offload = colocation.offload(vertex.kind, vertex.model, strategy)
             phases.append(("onload", onload, "offload", offload))
         return phases
 
@@ -367,7 +384,7 @@ class Simulator:
             self._hosts(candidates, colocated),
             engines,
             self._model_of,
-            self.cluster.gpus_per_node,
+            self.cluster,
         )
 
     def _hosts(self, candidates: Sequence[Candidate], colocated: Sequence[bool]) -> list[float]:
@@ -398,21 +415,22 @@ class Simulator:
         :meth:`Occupancy.host_bound` bounds every node's bytes from above,
         so when it fits the answer is 0 exactly as the per-node terms give it.
         """
-        bound = occupancy.host_bound(self._hosts(candidates, colocated), self.cluster.gpus_per_node)
+        bound = occupancy.host_bound(self._hosts(candidates, colocated), self._node_widths)
         if bound <= self.host_capacity:
             return 0.0
         terms = self.host_terms(plan, candidates, colocated)
-        return host_memory.worst_overflow(terms, self.host_capacity)
+        return host_memory.worst_overflow(terms, self.host_capacities)
 
     def host_overflows(self, plan: Plan, candidates: list, colocated=None) -> list[HostOverflow]:
         """Every node whose host memory the plan overflows, the worst first."""
         names = self.template.names
+        capacities = self.host_capacities
         overflows = [
-            HostOverflow(node, needed, self.host_capacity, tuple(names[v] for v in holders))
+            HostOverflow(node, needed, capacities[node], tuple(names[v] for v in holders))
             for node, (needed, holders) in sorted(
                 self.host_terms(plan, candidates, colocated).items()
             )
-            if needed > self.host_capacity
+            if needed > capacities[node]
         ]
         return sorted(overflows, key=lambda o: (-o.excess, o.node))
 
@@ -425,7 +443,7 @@ class Simulator:
         """
         candidates = candidates if candidates is not None else self.candidates(plan)
         occupancy = Occupancy.of(plan.placements)
-        return occupancy.gpu_overflow(candidates, self._model_of, self.capacity)
+        return occupancy.gpu_overflow(candidates, self._model_of, self.capacities)
 
     def peak_memory(self, plan: Plan) -> list[float]:
         """Peak bytes of every GPU."""
@@ -496,7 +514,7 @@ class Simulator:
         lags = self._lags(placements)
         _, end, placed = self._schedule(plan, terms.graph, occupancy, durations, lags)
         violation = occupancy.gpu_overflow(
-            candidates, self._model_of, self.capacity
+            candidates, self._model_of, self.capacities
         ) + self._host_violation(plan, candidates, colocated, occupancy)
         return Evaluation(max(end), violation, tuple(placed), terms.factor)
 
@@ -516,9 +534,10 @@ class Simulator:
         step_time = makespan / self.k_eval
         sequences = self.instance.workload.sequences
         peaks = self.peak_memory(plan)
-        violation = max(0.0, max(peaks) - self.capacity)
+        capacities = self.gpu_capacities()
+        violation = max(0.0, *(peak - cap for peak, cap in zip(peaks, capacities, strict=True)))
         host = self.host_terms(plan, candidates, colocated)
-        nodes = self.cluster.num_gpus // self.cluster.gpus_per_node
+        nodes = self.cluster.num_nodes
         return Trace(
             makespan=makespan,
             k_eval=self.k_eval,
@@ -527,7 +546,7 @@ class Simulator:
             generated_tokens_per_s=sequences * self._mean_generated / step_time,
             events=tuple(events),
             peak_memory_bytes=tuple(peaks),
-            capacity_bytes=self.capacity,
+            capacity_bytes=min(self.capacities),
             violation_bytes=violation,
             start_order=tuple(
                 (run % self.num_vertices, run // self.num_vertices)
@@ -537,8 +556,18 @@ class Simulator:
             factor=terms.factor,
             host_memory_bytes=tuple(host.get(node, (0.0, []))[0] for node in range(nodes)),
             host_capacity_bytes=self.host_capacity,
-            host_violation_bytes=host_memory.worst_overflow(host, self.host_capacity),
+            host_violation_bytes=host_memory.worst_overflow(host, self.host_capacities),
             host_overflows=tuple(self.host_overflows(plan, candidates, colocated)),
+            gpu_capacity_bytes=capacities if self.cluster.pooled else (),
+            node_capacity_bytes=self.host_capacities if self.cluster.pooled else (),
+        )
+
+    def gpu_capacities(self) -> tuple[float, ...]:
+        """Usable memory of every flat GPU (its pool's)."""
+        return tuple(
+            self.capacities[geometry.pool]
+            for geometry in self.cluster.pools
+            for _ in range(geometry.num_gpus)
         )
 
     def _events(self, plan: Plan, start, end, lags, phases) -> list[Event]:

@@ -85,6 +85,11 @@ class Trace:
     host_capacity_bytes: float = 0.0
     host_violation_bytes: float = 0.0
     host_overflows: tuple[HostOverflow, ...] = ()
+    #: With GPU pools: the usable memory of every GPU and the host memory of every
+    #: node (each its pool's); empty on a one-pool cluster, where ``capacity_bytes``
+    #: and ``host_capacity_bytes`` hold for all (with pools, they are the smallest).
+    gpu_capacity_bytes: tuple[float, ...] = ()
+    node_capacity_bytes: tuple[float, ...] = ()
 
     @property
     def feasible(self) -> bool:
@@ -169,4 +174,14 @@ class Trace:
             "capacity_bytes": self.capacity_bytes,
             "host_memory_bytes": list(self.host_memory_bytes),
             "host_capacity_bytes": self.host_capacity_bytes,
+            **self._pool_capacities(),
+        }
+
+    def _pool_capacities(self) -> dict[str, Any]:
+        """Per-GPU and per-node capacities, written only for a cluster of GPU pools."""
+        if not self.gpu_capacity_bytes:
+            return {}
+        return {
+            "gpu_capacity_bytes": list(self.gpu_capacity_bytes),
+            "node_host_capacity_bytes": list(self.node_capacity_bytes),
         }

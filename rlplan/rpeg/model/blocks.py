@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import NamedTuple
 
 from rlplan.rpeg.errors import PlanError, describe
+from rlplan.rpeg.model.shapes import tagged
 from rlplan.rpeg.schema.geometry import plan_space_blocks
 from rlplan.rpeg.schema.hardware import Hardware
 
@@ -57,6 +58,11 @@ class Block:
         Number of GPUs.
     level
         ``g`` inside one node, ``n`` inside one rack, ``r`` across racks.
+    pool
+        Index of the GPU pool the block lies in (``hardware.pools``; 0 for a
+        one-type cluster). ``origin`` is inside that pool, ``start`` counts
+        the GPUs of the pools before it, and ``extent`` is tagged with the
+        pool (:mod:`rlplan.rpeg.model.shapes`).
     """
 
     start: int
@@ -64,6 +70,7 @@ class Block:
     origin: tuple[int, int, int]
     extent: tuple[int, int, int]
     level: str
+    pool: int = 0
 
     @property
     def end(self) -> int:
@@ -117,9 +124,16 @@ class Cluster:
         The instance's hardware section.
     min_block_gpus
         Smallest block size in the plan space.
+    pool, offset
+        The GPU pool this geometry is (:class:`rlplan.rpeg.model.pools.PooledCluster`
+        lays pools out one after another) and the flat index of its first GPU.
     """
 
-    def __init__(self, hardware: Hardware, min_block_gpus: int = 1) -> None:
+    def __init__(
+        self, hardware: Hardware, min_block_gpus: int = 1, *, pool: int = 0, offset: int = 0
+    ) -> None:
+        self.pool = pool
+        self.offset = offset
         self.racks = hardware.racks
         self.nodes_per_rack = hardware.nodes_per_rack
         self.gpus_per_node = hardware.gpus_per_node
@@ -135,10 +149,10 @@ class Cluster:
     def make_block(self, origin: tuple[int, int, int], extent: tuple[int, int, int]) -> Block:
         """Build the block with this origin and extent (not checked against the plan space)."""
         racks, nodes, gpus = extent
-        start = self.flat_index(*origin)
+        start = self.offset + self.flat_index(*origin)
         size = racks * nodes * gpus
         level = "g" if racks == 1 and nodes == 1 else ("n" if racks == 1 else "r")
-        return Block(start, size, tuple(origin), tuple(extent), level)
+        return Block(start, size, tuple(origin), tagged(extent, self.pool), level, self.pool)
 
     @cached_property
     def blocks(self) -> tuple[Block, ...]:
@@ -226,7 +240,7 @@ class Cluster:
                 f"origin {list(origin)} extent {list(extent)} lies outside the cluster "
                 f"{self.racks}x{self.nodes_per_rack}x{self.gpus_per_node}",
             )
-        block = self.block_index.get((origin, extent))
+        block = self.block_index.get((origin, tagged(extent, self.pool)))
         if block is None:
             raise PlanError(
                 path,
@@ -246,8 +260,9 @@ class Cluster:
         return "r"
 
     def span_level(self, first: Block, second: Block) -> str:
-        """Level spanning both blocks (for transfers between them)."""
-        return self.range_level(min(first.start, second.start), max(first.end, second.end) - 1)
+        """Level spanning both blocks of this pool (for transfers between them)."""
+        low = min(first.start, second.start) - self.offset
+        return self.range_level(low, max(first.end, second.end) - 1 - self.offset)
 
     def group_levels(
         self,

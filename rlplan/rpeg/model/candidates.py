@@ -1,9 +1,11 @@
-"""The candidate directory: time and memory per (vertex, block shape, strategy).
+"""The candidate directory: time and memory per (vertex, pool, block shape, strategy).
 
-Time and memory depend on a block's shape only, never on its position, so
-they are computed once per (vertex, shape, strategy) and cached here. Every
-consumer — simulator, baselines, local search, exact formulations — reads its
-coefficients from this one directory.
+Time and memory depend on a block's shape and on its GPU pool only, never on
+its position, so they are computed once per (vertex, pool, shape, strategy)
+and cached here; a shape is keyed with its pool (:mod:`rlplan.rpeg.model.shapes`),
+and each pool has its cost model, built on the pool's hardware
+(docs/cost-model.md#pools). Every consumer — simulator, baselines, local
+search, exact formulations — reads its coefficients from this one directory.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rlplan.rpeg.model.blocks import Block, Cluster
+from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.cost import CostModel, Strategy
 from rlplan.rpeg.model.dominance import candidate_order as _candidate_order
 from rlplan.rpeg.model.dominance import non_dominated as _non_dominated
@@ -27,6 +29,8 @@ from rlplan.rpeg.model.enumeration import (
 from rlplan.rpeg.model.frameworks.rules import LAYOUT_FIELDS
 from rlplan.rpeg.model.memory_terms import Footprint
 from rlplan.rpeg.model.pinning import block_pin_problem
+from rlplan.rpeg.model.pools import PooledCluster
+from rlplan.rpeg.model.shapes import pool_of
 from rlplan.rpeg.schema.instance import Instance
 from rlplan.rpeg.schema.pins import Pins
 from rlplan.rpeg.templates import FUSED, SEPARATE, Kind, Template, Vertex, build_template
@@ -50,6 +54,10 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """One (vertex, block shape, strategy) with its exact time and per-GPU memory.
+
+    ``shape`` is the block's extent tagged with its pool
+    (:func:`~rlplan.rpeg.model.shapes.pool_of` reads it): times and bytes are
+    that pool's.
 
     ``shortfall`` is, for a rollout, the bytes its engine's KV pool lacks to
     hold one sequence of the maximum length (:meth:`CostModel.rollout_shortfall
@@ -88,7 +96,8 @@ class CandidateDirectory:
     ----------
     options
         ``options[v][shape]``: the candidates of vertex ``v`` on a block of
-        ``shape`` that fit in memory on their own, can start (a rollout engine
+        ``shape`` (an extent tagged with its pool, so each pool has its own
+        entries) that fit in its pool's memory on their own, can start (a rollout engine
         whose KV pool holds one sequence of the maximum length,
         :attr:`Candidate.starts`) and are not dominated,
         fastest first. A candidate is dominated when another on the same
@@ -103,7 +112,7 @@ class CandidateDirectory:
     """
 
     def __init__(
-        self, instance: Instance, cluster: Cluster | None = None, *, prune: bool = True
+        self, instance: Instance, cluster: PooledCluster | None = None, *, prune: bool = True
     ) -> None:
         self.instance = instance
         self.template: Template = build_template(
@@ -115,9 +124,17 @@ class CandidateDirectory:
         )
         #: Directories of the instance's other template (AC-share), built on first use.
         self._variants: dict[bool, CandidateDirectory] = {instance.fused: self}
-        self.cluster = cluster or Cluster(instance.hardware, instance.placement.min_block_gpus)
-        self.cost = CostModel(instance, self.cluster)
-        self.capacity = instance.hardware.usable_memory
+        self.cluster = cluster or PooledCluster(instance.pools, instance.placement.min_block_gpus)
+        #: One cost model per pool, on the pool's hardware and geometry.
+        self.costs = tuple(
+            CostModel(instance, geometry, pool.hardware)
+            for geometry, pool in zip(self.cluster.pools, instance.pools, strict=True)
+        )
+        #: Usable memory per GPU of each pool.
+        self.capacities = tuple(pool.hardware.usable_memory for pool in instance.pools)
+        #: The first pool's cost model and capacity (the only ones of a one-type cluster).
+        self.cost = self.costs[0]
+        self.capacity = self.capacities[0]
         #: The framework whose rules narrow the plan space (None: the full space).
         self.framework = framework_of(instance)
         #: Whether dominated candidates are left out (False: every candidate that
@@ -159,7 +176,7 @@ class CandidateDirectory:
             kept = tuple(
                 block
                 for block in blocks
-                if block_pin_problem(pins, name, block) is None
+                if block_pin_problem(pins, name, block, self.cluster.names) is None
                 and self._framework_allows(name, block)
             )
             if kept:
@@ -199,22 +216,31 @@ class CandidateDirectory:
         rollouts whose engine would not start in :attr:`refused`.
         """
         vertex = self.template.vertices[index]
+        cost, capacity = self.cost_of(shape), self.capacity_of(shape)
         kept = []
         for strategy in strategies:
             found = self._cache.get((index, shape, strategy))
             if found is None:
-                footprint = self.cost.footprint(vertex, strategy)
-                shortfall = self._shortfall(vertex, strategy)
+                footprint = cost.footprint(vertex, strategy)
+                shortfall = self._shortfall(vertex, shape, strategy)
                 self.refused += shortfall > 0.0
-                if footprint.total > self.capacity or shortfall > 0.0:
+                if footprint.total > capacity or shortfall > 0.0:
                     continue
                 found = self._build(index, shape, strategy, footprint, shortfall)
             else:
                 self.refused += not found.starts
-                if found.memory > self.capacity or not found.starts:
+                if found.memory > capacity or not found.starts:
                     continue
             kept.append(found)
         return kept
+
+    def cost_of(self, shape: tuple[int, int, int]):
+        """The cost model of the pool a block of ``shape`` lies in."""
+        return self.costs[pool_of(shape)]
+
+    def capacity_of(self, shape: tuple[int, int, int]) -> float:
+        """Usable memory per GPU of the pool a block of ``shape`` lies in."""
+        return self.capacities[pool_of(shape)]
 
     def _framework_allows(self, name: str, block: Block) -> bool:
         """Whether the framework's block rules let vertex ``name`` use ``block``."""
@@ -269,8 +295,8 @@ class CandidateDirectory:
         found = self._cache.get((vertex, shape, strategy))
         if found is None:
             template_vertex = self.template.vertices[vertex]
-            footprint = self.cost.footprint(template_vertex, strategy)
-            shortfall = self._shortfall(template_vertex, strategy)
+            footprint = self.cost_of(shape).footprint(template_vertex, strategy)
+            shortfall = self._shortfall(template_vertex, shape, strategy)
             found = self._build(vertex, shape, strategy, footprint, shortfall)
         return found
 
@@ -290,10 +316,10 @@ class CandidateDirectory:
             found.append(candidate)
         return found
 
-    def _shortfall(self, vertex: Vertex, strategy: Strategy) -> float:
+    def _shortfall(self, vertex: Vertex, shape: tuple[int, int, int], strategy: Strategy) -> float:
         """Bytes a rollout engine's KV pool lacks for one sequence (0 for other vertices)."""
         if vertex.kind is Kind.GENERATE:
-            return self.cost.rollout_shortfall(vertex.model, strategy)
+            return self.cost_of(shape).rollout_shortfall(vertex.model, strategy)
         return 0.0
 
     def _build(
@@ -306,22 +332,23 @@ class CandidateDirectory:
     ) -> Candidate:
         """The candidate with its run time and host bytes, cached."""
         template_vertex = self.template.vertices[vertex]
+        cost = self.cost_of(shape)
         found = Candidate(
             vertex,
             shape,
             strategy,
-            self.cost.run_time(template_vertex, shape, strategy),
+            cost.run_time(template_vertex, shape, strategy),
             footprint.resident,
             footprint.transient,
             shortfall,
-            self._host_bytes(template_vertex, strategy),
+            self._host_bytes(cost, template_vertex, strategy),
         )
         self._cache[(vertex, shape, strategy)] = found
         return found
 
-    def _host_bytes(self, vertex: Vertex, strategy: Strategy) -> float:
+    def _host_bytes(self, cost: CostModel, vertex: Vertex, strategy: Strategy) -> float:
         """Host bytes per GPU of ``vertex``: offloaded states, or a sleeping engine's weights."""
-        colocation = self.cost.colocation
+        colocation = cost.colocation
         if vertex.kind is Kind.GENERATE:
             return colocation.engine_host_bytes(vertex.model, strategy)
         return colocation.held_bytes(vertex.kind, vertex.model, strategy)
@@ -343,7 +370,7 @@ class CandidateDirectory:
         if candidate.starts:
             return None
         vertex = self.template.vertices[candidate.vertex]
-        return self.cost.rollout_refusal(vertex.model, candidate.strategy)
+        return self.cost_of(candidate.shape).rollout_refusal(vertex.model, candidate.strategy)
 
     def fastest(self, vertex: int) -> Candidate | None:
         """The fastest memory-feasible candidate of ``vertex`` on any shape."""
@@ -376,9 +403,10 @@ class CandidateDirectory:
         for shape in self.cluster.shapes:
             if pinned and shape not in self.allowed[vertex]:
                 continue
+            capacity = self.capacity_of(shape)
             for strategy in enumerate_strategies(instance, template_vertex, shape):
                 candidate = self.candidate(vertex, shape, strategy)
-                overflow = max(candidate.memory - self.capacity, candidate.shortfall)
+                overflow = max(candidate.memory - capacity, candidate.shortfall)
                 if overflow < best_overflow:
                     best_overflow, best = overflow, candidate
         return max(best_overflow, 0.0), best

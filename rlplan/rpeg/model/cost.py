@@ -79,6 +79,7 @@ from rlplan.rpeg.model.time_parts import TimeParts
 from rlplan.rpeg.model.units import DATA_BYTES_PER_TOKEN
 from rlplan.rpeg.schema.hardware import Hardware
 from rlplan.rpeg.schema.instance import Instance
+from rlplan.rpeg.schema.pools import INTER_POOL
 from rlplan.rpeg.schema.workload import Workload
 from rlplan.rpeg.strategy import DIMENSIONS, Sharding, add_dimension_fields
 from rlplan.rpeg.templates import Kind, Vertex
@@ -167,15 +168,23 @@ class CostModel(MemoryTerms, ExpertTerms, StageTerms, TimeParts, RolloutMemory, 
     instance
         The validated instance.
     cluster
-        Its cluster geometry (for communication levels).
+        Its cluster geometry (for communication levels): with GPU pools, the
+        pool's.
+    hardware
+        The GPUs whose times and memory this model gives: a pool's hardware
+        (docs/cost-model.md#pools); None for the instance's.
     """
 
-    def __init__(self, instance: Instance, cluster: Cluster | None = None) -> None:
+    def __init__(
+        self, instance: Instance, cluster: Cluster | None = None, hardware: Hardware | None = None
+    ) -> None:
         self.instance = instance
-        self.hardware: Hardware = instance.hardware
+        self.hardware: Hardware = hardware or instance.hardware
         self.workload: Workload = instance.workload
         self.engine = instance.engine
-        self.cluster = cluster or Cluster(instance.hardware, instance.placement.min_block_gpus)
+        self.cluster = cluster or Cluster(self.hardware, instance.placement.min_block_gpus)
+        #: The link between pools (level ``x``), None on a one-pool cluster.
+        self.inter_pool = instance.inter_pool
         self.parameters = {
             model: parameter_count(spec, model) for model, spec in instance.models.items()
         }
@@ -257,7 +266,12 @@ class CostModel(MemoryTerms, ExpertTerms, StageTerms, TimeParts, RolloutMemory, 
         return hierarchical_alltoall_time(nbytes, ranks, peers, alphas, betas)
 
     def p2p(self, nbytes: float, level: str) -> float:
-        """Point-to-point transfer at a level."""
+        """Point-to-point transfer at a level (``x``: the inter-pool link)."""
+        if level == INTER_POOL:
+            link = self.inter_pool
+            if link is None:
+                raise ValueError("a transfer between pools needs hardware.inter_pool")
+            return p2p_time(nbytes, link.alpha_p2p, link.beta_p2p)
         hw = self.hardware
         return p2p_time(nbytes, hw.alpha_p2p[level], hw.beta_p2p[level])
 

@@ -9,6 +9,7 @@ allowed blocks, plan files) and strategies
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.cost import Strategy
@@ -19,20 +20,30 @@ from rlplan.rpeg.strategy import DIMENSIONS, value_word
 _COMPARED = ("dp", "pp", "tp", "microbatches")
 
 
-def pin_allows_block(pin: VertexPin, block: Block) -> bool:
-    """Whether ``block`` matches the pinned origin and extent of ``pin``."""
-    return (pin.origin is None or block.origin == pin.origin) and (
-        pin.extent is None or block.extent == pin.extent
+def pin_allows_block(pin: VertexPin, block: Block, pools: Sequence[str | None] = (None,)) -> bool:
+    """Whether ``block`` matches the pinned origin, extent and pool of ``pin``.
+
+    ``pools`` names the cluster's pools (:attr:`PooledCluster.names
+    <rlplan.rpeg.model.pools.PooledCluster.names>`); extents compare as
+    triples, whatever their pool.
+    """
+    return (
+        (pin.origin is None or block.origin == pin.origin)
+        and (pin.extent is None or tuple(block.extent) == pin.extent)
+        and (pin.pool is None or pools[block.pool] == pin.pool)
     )
 
 
-def block_pin_problem(pins: Pins, name: str, block: Block) -> str | None:
+def block_pin_problem(
+    pins: Pins, name: str, block: Block, pools: Sequence[str | None] = (None,)
+) -> str | None:
     """Why ``block`` breaks the block pin of vertex ``name`` (None if it does not)."""
     pin = pins.vertex(name)
-    if pin is None or pin_allows_block(pin, block):
+    if pin is None or pin_allows_block(pin, block, pools):
         return None
+    where = "" if pools[block.pool] is None else f"pool {pools[block.pool]!r} "
     return (
-        f"block origin {list(block.origin)} extent {list(block.extent)} is outside "
+        f"block {where}origin {list(block.origin)} extent {list(block.extent)} is outside "
         f"placement.pin.{name} {pin_words(pin)}"
     )
 

@@ -113,7 +113,7 @@ def vertex_to_json(
     strategy = placement.strategy
     kind = directory.template.vertices[vertex].kind
     entry: dict[str, Any] = {
-        "block": placement.block.to_json(),
+        "block": block_to_json(directory, placement.block),
         "dp": strategy.dp,
         "pp": strategy.pp,
         "tp": strategy.tp,
@@ -126,6 +126,13 @@ def vertex_to_json(
         if declared.written_at_default or value != declared.default:
             entry[declared.name] = _plain(value)
     return entry
+
+
+def block_to_json(directory: CandidateDirectory, block: Block) -> dict[str, Any]:
+    """A block as plan files write it: its pool's name first on a cluster of several pools."""
+    if not directory.cluster.pooled:
+        return block.to_json()
+    return {"pool": directory.cluster.pool_name(block), **block.to_json()}
 
 
 def _plain(value: Any) -> Any:
@@ -310,7 +317,8 @@ def _placement_from_json(
     if "block" not in entry:
         raise PlanError(f"{path}.block", "missing")
     block = directory.cluster.block_from_json(entry["block"], f"{path}.block")
-    pinned_off = block_pin_problem(instance.placement.pin, vertex.name, block)
+    pins = instance.placement.pin
+    pinned_off = block_pin_problem(pins, vertex.name, block, directory.cluster.names)
     if pinned_off is not None:
         raise PlanError(f"{path}.block", pinned_off)
     strategy = _strategy_from_json(entry, directory, vertex, path)
@@ -318,7 +326,7 @@ def _placement_from_json(
     if problem is not None:
         raise PlanError(_problem_path(instance, vertex, strategy, path, problem), problem)
     if vertex.kind is Kind.GENERATE:
-        refused = directory.cost.rollout_refusal(vertex.model, strategy)
+        refused = directory.cost_of(block.extent).rollout_refusal(vertex.model, strategy)
         if refused is not None:
             raise InfeasiblePlanError(path, refused)
     return Placement(block, strategy)

@@ -34,6 +34,29 @@ def _workload(instance: Instance) -> dict[str, Any]:
     return content
 
 
+def _hardware(instance: Instance) -> dict[str, Any]:
+    """The hardware's content: with ``hardware.pools`` every pool (name, price, hardware)
+    and the link between them; a one-type section as it always was."""
+    if not instance.hardware_pools:
+        return dataclasses.asdict(instance.hardware)
+    return {
+        "pools": [dataclasses.asdict(pool) for pool in instance.hardware_pools],
+        "inter_pool": (
+            None if instance.inter_pool is None else dataclasses.asdict(instance.inter_pool)
+        ),
+    }
+
+
+def _placement(instance: Instance) -> dict[str, Any]:
+    """The placement's content; a pin's pool is left out when not pinned, so that plan
+    files written before ``hardware.pools`` existed keep their fingerprint."""
+    content = dataclasses.asdict(instance.placement)
+    for _, pin in content["pin"]["vertices"]:
+        if pin.get("pool") is None:
+            pin.pop("pool", None)
+    return content
+
+
 def instance_fingerprint(instance: Instance) -> str:
     """A stable hash of what a plan depends on; plan files record it (docs/plan-space.md).
 
@@ -61,7 +84,7 @@ def instance_fingerprint(instance: Instance) -> str:
     if instance.reward_rule is not None:
         models["reward"] = {"kind": "rule", **dataclasses.asdict(instance.reward_rule)}
     content = {
-        "hardware": dataclasses.asdict(instance.hardware),
+        "hardware": _hardware(instance),
         "models": models,
         "workload": _workload(instance),
         "algorithm": instance.algorithm,
@@ -72,7 +95,7 @@ def instance_fingerprint(instance: Instance) -> str:
             for key, value in dataclasses.asdict(instance.engine).items()
             if key != "framework"
         },
-        "placement": dataclasses.asdict(instance.placement),
+        "placement": _placement(instance),
     }
     text = json.dumps(_canonical(content), sort_keys=True, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

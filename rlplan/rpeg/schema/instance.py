@@ -39,6 +39,13 @@ from rlplan.rpeg.schema.models import RULE_ROLE, ModelSpec, RuleReward, parse_mo
 from rlplan.rpeg.schema.optimizer import OptimizerConfig, parse_optimizer
 from rlplan.rpeg.schema.pins import Pins, narrowed_staleness, parse_pins
 from rlplan.rpeg.schema.policy import ALGORITHMS, REQUIRED_ROLES, TRAINED_MODELS, parse_policy
+from rlplan.rpeg.schema.pools import (
+    InterPoolLink,
+    Pool,
+    is_pooled,
+    layout_hardware,
+    parse_pools,
+)
 from rlplan.rpeg.schema.reference import ReferenceRun, parse_reference
 from rlplan.rpeg.schema.solver_options import INSTANCE, OPTION_RULES, check_option
 from rlplan.rpeg.schema.workload import Workload, parse_workload
@@ -308,6 +315,13 @@ class Instance:
         :attr:`templates`). Solvers that decide the template build the
         restricted variants with :meth:`restricted`; plan files record the
         template, so the fingerprint leaves this field out.
+    hardware
+        The cluster's hardware; with ``hardware.pools``, the first pool's
+        (code that must see every pool reads :attr:`pools`).
+    hardware_pools, inter_pool
+        The pools ``hardware.pools`` lists and the link between them
+        (:mod:`rlplan.rpeg.schema.pools`); empty and None for a one-type
+        ``hardware`` section.
     """
 
     name: str
@@ -323,6 +337,8 @@ class Instance:
     warnings: tuple[str, ...] = ()
     template: str | None = None
     reward_rule: RuleReward | None = None
+    hardware_pools: tuple[Pool, ...] = ()
+    inter_pool: InterPoolLink | None = None
 
     def __post_init__(self) -> None:
         if self.template not in (None, SEPARATE, FUSED):
@@ -346,6 +362,26 @@ class Instance:
             raise InstanceError(
                 "engine.reference_model", "online DPO needs the reference model (its loss uses it)"
             )
+
+    @property
+    def pools(self) -> tuple[Pool, ...]:
+        """The cluster's GPU pools, laid out one after another in the flat GPU index.
+
+        ``hardware.pools`` as written, or the one unnamed pool of
+        :attr:`hardware` (docs/instance.md#pools).
+        """
+        return self.hardware_pools or (Pool(None, self.hardware),)
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs of every pool."""
+        return sum(pool.hardware.num_gpus for pool in self.pools)
+
+    @property
+    def layout_hardware(self) -> Hardware:
+        """:attr:`hardware`, or with pools every pool's GPUs stacked, for drawings
+        (:func:`~rlplan.rpeg.schema.pools.layout_hardware`)."""
+        return layout_hardware(self.pools)
 
     @property
     def k_eval(self) -> int:
@@ -501,7 +537,13 @@ def parse_instance(
     for section in ("hardware", "models", "workload"):
         require(data, section, "")
     algorithm = parse_policy(data.get("policy"))
-    hardware = parse_hardware(data["hardware"])
+    hardware_pools: tuple[Pool, ...] = ()
+    inter_pool = None
+    if is_pooled(data["hardware"]):
+        hardware_pools, inter_pool = parse_pools(mapping(data["hardware"], "hardware"))
+        hardware = hardware_pools[0].hardware
+    else:
+        hardware = parse_hardware(data["hardware"])
     models, reward_rule, model_warnings = parse_models(data["models"], algorithm, base_dir)
     warnings.extend(model_warnings)
     workload = parse_workload(data["workload"])
@@ -531,6 +573,7 @@ def parse_instance(
             optimizer,
             rule_reward=reward_rule is not None,
             models=models,
+            pools=hardware_pools or None,
         )
         if pins and AC_MODEL in optimizer.staleness_candidates:
             _check_pins_with_ac_share(pins)
@@ -554,6 +597,8 @@ def parse_instance(
         reference=reference,
         warnings=tuple(warnings),
         reward_rule=reward_rule,
+        hardware_pools=hardware_pools,
+        inter_pool=inter_pool,
     )
 
 

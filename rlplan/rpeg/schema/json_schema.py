@@ -14,13 +14,16 @@ Unknown keys inside a section are errors; unknown top-level sections are
 allowed (the loader warns about them). What the schema cannot say is checked
 only by the loader: relations between values (a cluster of at most
 :data:`~rlplan.rpeg.schema.limits.MAX_GPUS` GPUs, heads dividing the hidden
-size, increasing ``gen_quantiles``), the content of an ``hf_config`` file,
+size, increasing ``gen_quantiles``, distinct pool names, an ``inter_pool``
+link beside two pools or more), YAML merge keys (the schema sees the merged
+mapping), the content of an ``hf_config`` file,
 ``placement.pin`` (its vertices depend on the template) and non-finite
 numbers (which JSON cannot write).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 from typing import Any
@@ -47,7 +50,7 @@ from rlplan.rpeg.schema.instance import (
     PlacementConfig,
     SolverConfig,
 )
-from rlplan.rpeg.schema.limits import MAX_GPUS, MAX_LIST_ITEMS
+from rlplan.rpeg.schema.limits import MAX_GPUS, MAX_LIST_ITEMS, MAX_POOLS
 from rlplan.rpeg.schema.model_presets import MODEL_PRESETS
 from rlplan.rpeg.schema.models import MODEL_FIELDS, MODEL_KIND, RULE_FIELDS, RULE_KIND, RULE_ROLE
 from rlplan.rpeg.schema.optimizer import AC_SHARE_KEY, OPTIMIZER_FIELDS
@@ -59,6 +62,7 @@ from rlplan.rpeg.schema.policy import (
     REQUIRED_ROLES,
     TRAINED_MODELS,
 )
+from rlplan.rpeg.schema.pools import INTER_POOL_FIELDS, PRICE_FIELD
 from rlplan.rpeg.schema.presets import GPU_ALIASES, GPU_PRESETS
 from rlplan.rpeg.schema.reference import REFERENCE_FIELDS
 from rlplan.rpeg.schema.solver_options import INSTANCE, OPTION_RULES, OptionRule
@@ -105,7 +109,42 @@ def _text(pattern: str, description: str) -> dict[str, Any]:
 
 
 def _hardware() -> dict[str, Any]:
-    """The ``hardware`` section: a preset fills every field but the cluster's shape."""
+    """The ``hardware`` section: one GPU type, or pools of GPU types joined by one link."""
+    return {
+        "description": "The cluster: one GPU type, or GPU pools (docs/instance.md#pools)",
+        "oneOf": [_one_type(), _pooled()],
+    }
+
+
+def _pooled() -> dict[str, Any]:
+    """``hardware`` with ``pools``: each a one-type block with a name and a price."""
+    pool = copy.deepcopy(_one_type())
+    pool["description"] = "One GPU pool: a one-type hardware block with its name and price"
+    pool["properties"] = {
+        "name": {
+            "description": "The pool's name, as plan files and pins write it",
+            "type": "string",
+            "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+        },
+        "price_per_gpu_hour": field_schema(PRICE_FIELD, "hardware.pools[0]"),
+        **pool["properties"],
+    }
+    pool["required"] = ["name"]
+    link = _section(INTER_POOL_FIELDS, "hardware.inter_pool", "The link between the pools")
+    return {
+        "description": "GPU pools laid out one after another, joined by the inter-pool link",
+        "type": "object",
+        "properties": {
+            "pools": {"type": "array", "items": pool, "minItems": 1, "maxItems": MAX_POOLS},
+            "inter_pool": allow_null(link),
+        },
+        "required": ["pools"],
+        "additionalProperties": False,
+    }
+
+
+def _one_type() -> dict[str, Any]:
+    """One GPU type: a preset fills every field but the cluster's shape."""
     schema = _section(HARDWARE_FIELDS, "hardware", "The cluster, its GPUs and links")
     preset_pattern = rf"^\s*{_name_pattern([*GPU_PRESETS, *GPU_ALIASES])}\s*$"
     schema["properties"] = {

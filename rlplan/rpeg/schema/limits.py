@@ -36,6 +36,8 @@ class Range:
 
 #: Largest cluster: racks x nodes_per_rack x gpus_per_node.
 MAX_GPUS = 4096
+#: Most GPU pools of one cluster (``hardware.pools``): a pool per GPU type.
+MAX_POOLS = 16
 #: Most steps a plan is evaluated over.
 MAX_K_EVAL = 64
 #: Most entries of a candidate list (micro-batches, max_num_seqs, staleness,
@@ -86,6 +88,12 @@ LIMITS: dict[str, Range] = {
     # The busiest GPU of an expert-parallel group: at least the mean; published
     # measurements span 1.11 to 2.56 (rlplan/rpeg/schema/hardware.py).
     "hardware.moe_imbalance": Range(1, 100, "times the mean routed tokens"),
+    # GPU pools (hardware.pools): a price per GPU-hour up to 10,000 (cloud
+    # list prices of one GPU are a few units of any currency), and the link
+    # between pools ranged as the cluster's own links.
+    "hardware.pools[].price_per_gpu_hour": Range(0, 1e4, "price per GPU-hour"),
+    "hardware.inter_pool.alpha_p2p": Range(0, 1, "seconds"),
+    "hardware.inter_pool.beta_p2p": Range(1e6, 1e16, "bytes/s"),
     # Transformer shapes: up to 1024 layers, a hidden size of 131,072, a
     # feed-forward size of 1,048,576, a 10-million-token vocabulary.
     "model.layers": Range(1, 1024, "layers"),
@@ -207,6 +215,10 @@ def limit_key(path: str) -> str:
         return "model." + ".".join(parts[2:])
     if len(parts) == 1 and parts[0] in _MODEL_FIELDS:
         return "model." + parts[0]
+    pooled = parts[:2] == ["hardware", "pools[]"] and len(parts) == 3
+    if pooled and parts[2] != "price_per_gpu_hour":
+        # A pool's hardware field has the range of the one-type section's.
+        return limit_key(f"hardware.{parts[2]}")
     if parts[0] == "hardware" and len(parts) == 2:
         for prefix in ("alpha_", "beta_"):
             if parts[1].startswith(prefix):

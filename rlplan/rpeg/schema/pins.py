@@ -45,16 +45,16 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from rlplan.rpeg.errors import InstanceError, describe, did_you_mean
+from rlplan.rpeg.schema.block_pins import parse_block_pin
 from rlplan.rpeg.schema.checks import (
     boolean,
-    check_keys,
     mapping,
     nonnegative_int,
     positive_int,
     unit_fraction,
 )
-from rlplan.rpeg.schema.geometry import plan_space_blocks
 from rlplan.rpeg.schema.parallel_layout import dense_pin_problem
+from rlplan.rpeg.schema.pools import Pool
 from rlplan.rpeg.strategy import (
     DIMENSIONS,
     STRUCTURAL_FIELDS,
@@ -75,6 +75,8 @@ if TYPE_CHECKING:
     from rlplan.rpeg.schema.models import ModelSpec
     from rlplan.rpeg.schema.optimizer import OptimizerConfig
 
+#: The fields of a block pin.
+_BLOCK_FIELDS = frozenset(("origin", "extent", "pool"))
 #: Pin fields per vertex kind, in the order plan files write them.
 STRATEGY_FIELDS: dict[Kind, tuple[str, ...]] = {kind: plan_fields(kind) for kind in Kind}
 _ALL_FIELDS = ("block", *all_plan_fields())
@@ -93,6 +95,9 @@ class VertexPin:
     ----------
     origin, extent
         The block's origin and extent (rack, node, gpu) as in plan files.
+    pool
+        The name of the pool the block lies in (``hardware.pools``), as in
+        plan files.
     dp, pp, tp, microbatches, micro_batch_size
         Structural strategy fields as in plan files; ``micro_batch_size`` is
         sequences per microbatch and replica, ``ceil(ceil(B*K/dp) / microbatches)``.
@@ -102,6 +107,7 @@ class VertexPin:
 
     origin: tuple[int, int, int] | None = None
     extent: tuple[int, int, int] | None = None
+    pool: str | None = None
     dp: int | None = None
     pp: int | None = None
     tp: int | None = None
@@ -141,13 +147,13 @@ class Pins:
         return None
 
     def pinned_fields(self, name: str) -> frozenset[str]:
-        """Names of the fields pinned on vertex ``name`` (``block`` for origin or extent)."""
+        """Names of the fields pinned on vertex ``name`` (``block`` for origin, extent or pool)."""
         pin = self.vertex(name)
         if pin is None:
             return frozenset()
         names = set(pin.pinned())
-        if names & {"origin", "extent"}:
-            names -= {"origin", "extent"}
+        if names & _BLOCK_FIELDS:
+            names -= _BLOCK_FIELDS
             names.add("block")
         return frozenset(names)
 
@@ -163,62 +169,6 @@ def pin_words(pin: VertexPin) -> str:
         shown = list(value) if isinstance(value, tuple) else value_word(value)
         parts.append(f"{name}: {shown}")
     return "{" + ", ".join(parts) + "}"
-
-
-def _triple(raw: Any, path: str, minimum: int) -> tuple[int, int, int]:
-    if (
-        not isinstance(raw, list | tuple)
-        or len(raw) != 3
-        or not all(isinstance(x, int) and not isinstance(x, bool) and x >= minimum for x in raw)
-    ):
-        kind = "positive integers" if minimum > 0 else "integers >= 0"
-        raise InstanceError(path, f"must be three {kind} [rack, node, gpu], got {describe(raw)}")
-    return (raw[0], raw[1], raw[2])
-
-
-def _parse_block(
-    raw: Any, path: str, hardware: Hardware, placement: PlacementConfig
-) -> tuple[tuple[int, int, int] | None, tuple[int, int, int] | None]:
-    """Origin and extent of a block pin; each must match some block of the plan space."""
-
-    section = mapping(raw, path)
-    check_keys(section, ("origin", "extent"), path)
-    if not section:
-        raise InstanceError(path, "pin origin, extent or both")
-    origin = (
-        None if section.get("origin") is None else _triple(section["origin"], f"{path}.origin", 0)
-    )
-    extent = (
-        None if section.get("extent") is None else _triple(section["extent"], f"{path}.extent", 1)
-    )
-    blocks = plan_space_blocks(
-        hardware.racks, hardware.nodes_per_rack, hardware.gpus_per_node, placement.min_block_gpus
-    )
-    matching = [
-        (block_origin, block_extent)
-        for block_origin, block_extent in blocks
-        if (origin is None or block_origin == origin) and (extent is None or block_extent == extent)
-    ]
-    if not matching:
-        where = f"{path}.extent" if origin is None else f"{path}.origin" if extent is None else path
-        described = " ".join(
-            f"{key} {list(value)}"
-            for key, value in (("origin", origin), ("extent", extent))
-            if value
-        )
-        raise InstanceError(
-            where,
-            f"no block of the plan space has {described} (blocks are aligned power-of-two "
-            f"GPUs in a node, nodes in a rack, racks, or the whole "
-            f"{hardware.racks}x{hardware.nodes_per_rack}x{hardware.gpus_per_node} cluster"
-            + (
-                f", at least {placement.min_block_gpus} GPUs"
-                if placement.min_block_gpus > 1
-                else ""
-            )
-            + ")",
-        )
-    return origin, extent
 
 
 def _in_list(value: Any, allowed: tuple[Any, ...] | None, path: str, listed: str) -> None:
@@ -293,7 +243,7 @@ def _parse_vertex(
     raw: Any,
     path: str,
     kind: Kind,
-    hardware: Hardware,
+    pools: tuple[Pool, ...],
     placement: PlacementConfig,
     spec: ModelSpec | None = None,
 ) -> VertexPin:
@@ -302,9 +252,7 @@ def _parse_vertex(
     _check_fields(section, path, kind)
     values: dict[str, Any] = {}
     if section.get("block") is not None:
-        values["origin"], values["extent"] = _parse_block(
-            section["block"], f"{path}.block", hardware, placement
-        )
+        values.update(parse_block_pin(section["block"], f"{path}.block", pools, placement))
     for name in STRUCTURAL_FIELDS:
         if section.get(name) is not None:
             values[name] = positive_int(section[name], f"{path}.{name}")
@@ -335,6 +283,7 @@ def parse_pins(
     *,
     rule_reward: bool = False,
     models: Mapping[str, ModelSpec] | None = None,
+    pools: tuple[Pool, ...] | None = None,
 ) -> Pins:
     """Build :class:`Pins` from ``placement.pin`` and check it against the plan space.
 
@@ -352,6 +301,9 @@ def parse_pins(
         The instance's models: when given, a pinned ep or etp other than 1 on
         a vertex of a dense model is refused
         (:func:`rlplan.rpeg.schema.parallel_layout.dense_pin_problem`).
+    pools
+        The cluster's pools (``hardware.pools``) a block pin lies in; None
+        for the one pool of ``hardware``.
 
     Returns
     -------
@@ -366,6 +318,8 @@ def parse_pins(
     """
     if raw is None:
         return Pins()
+    if pools is None:
+        pools = (Pool(None, hardware),)
     section = mapping(raw, "placement.pin")
     template = build_template(
         algorithm,
@@ -389,7 +343,7 @@ def parse_pins(
                 section[vertex.name],
                 f"placement.pin.{vertex.name}",
                 vertex.kind,
-                hardware,
+                pools,
                 placement,
                 None if models is None else models.get(vertex.model),
             ),

@@ -87,11 +87,25 @@ def _greedy_block(directory: CandidateDirectory, vertex: int, whole: Block) -> B
 
 
 def greedy_plan(directory: CandidateDirectory, simulator: Simulator) -> Plan | None:
-    """Fastest memory-feasible strategy per vertex on the whole cluster (or its pinned block)."""
-    cluster = directory.cluster
-    whole = cluster.blocks_by_shape[(cluster.racks, cluster.nodes_per_rack, cluster.gpus_per_node)][
-        0
-    ]
+    """Fastest memory-feasible strategy per vertex on the whole cluster (or its pinned block).
+
+    On a cluster of GPU pools the whole of each pool in turn; the plan with
+    the best score is kept.
+    """
+    best, best_score = None, math.inf
+    for whole in directory.cluster.whole_blocks():
+        plan = _greedy_on(directory, simulator, whole)
+        if plan is None or not directory.cluster.pooled:
+            best = best if plan is None else plan
+            continue
+        score = simulator.evaluate(plan).score
+        if score < best_score:
+            best, best_score = plan, score
+    return best
+
+
+def _greedy_on(directory: CandidateDirectory, simulator: Simulator, whole: Block) -> Plan | None:
+    """:func:`greedy_plan` with every vertex on ``whole`` (or its pinned block), repaired."""
     placements = []
     for vertex in range(len(directory.template.vertices)):
         block = _greedy_block(directory, vertex, whole)

@@ -339,7 +339,7 @@ class MilpModel:
 
     def _host_memory(self) -> None:
         """Per node: Σ over models of the largest host bytes + sleeping engines ≤ capacity (GB)."""
-        f, v, model = self.formulation, self.vars, self.model
+        v, model = self.vars, self.model
         model.start_family("host_memory")
         for row in v.host_rows:
             total = Expr.total((v.host.col((name, row.node)), 1.0) for name in row.models)
@@ -357,7 +357,7 @@ class MilpModel:
                         (v.choose.col((terms.vertex, i)), size / GB) for i, size in terms.terms
                     )
                 )
-            model.add(total <= f.host_capacity / GB)
+            model.add(total <= row.capacity / GB)
 
     def _framework_rules(self) -> None:
         """The framework's cross-vertex rules (docs/formulation.md#framework-rules).
@@ -380,7 +380,6 @@ class MilpModel:
         """Per GPU unit: Σ over models of the largest resident + largest transient ≤ capacity."""
         f, v, model = self.formulation, self.vars, self.model
         model.start_family("memory_capacity")
-        capacity = f.memory_capacity / GB
         unit_index = {unit: u for u, unit in enumerate(v.units)}
         for row in rows.memory_rows(f):
             u = unit_index[row.unit]
@@ -398,7 +397,7 @@ class MilpModel:
                     )
                 )
             total = Expr.total((v.resident.col((name, u)), 1.0) for name in sorted(row.models))
-            model.add(total + v.transient[u] <= capacity)
+            model.add(total + v.transient[u] <= row.capacity / GB)
 
     def _objective(self) -> None:
         """Minimise the makespan of the k_eval steps."""
