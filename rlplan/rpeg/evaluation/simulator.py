@@ -366,8 +366,8 @@ class Simulator:
     def colocated(self, plan: Plan) -> tuple[bool, ...]:
         """Per vertex: whether it is a rollout engine whose block shares a GPU with another's.
 
-        Blocks are laminar, so two blocks share a GPU exactly when one holds
-        the other.
+        Any shared GPU counts: a block nested in the engine's, one holding
+        it, or a run of nodes overlapping it in part.
         """
         blocks = [placement.block for placement in plan.placements]
         flags = [False] * len(blocks)
@@ -488,18 +488,21 @@ class Simulator:
     def gpu_violation(self, plan: Plan, candidates: list | None = None) -> float:
         """Worst per-GPU overflow in bytes (0 when every GPU fits).
 
-        Blocks are laminar, so the GPUs covered by the most vertices lie in
-        some placed block: checking each distinct placed block suffices.
+        A GPU's peak grows with the set of blocks covering it. Every block
+        covering GPU x also covers the first GPU of the one among them that
+        starts last, so checking the first GPU of each placed block suffices.
+        This holds for nested blocks and for runs of nodes that overlap in
+        part: nodes 0-2 and 1-3 are both checked at node 1's first GPU.
         """
         candidates = candidates if candidates is not None else self.candidates(plan)
         ranges = [(p.block.start, p.block.start + p.block.size) for p in plan.placements]
         model_of = self._model_of
         worst = 0.0
-        for start, end in set(ranges):
+        for gpu in {low for low, _ in ranges}:
             resident: dict[int, float] = {}
             transient = 0.0
             for index, (low, high) in enumerate(ranges):
-                if low <= start and end <= high:
+                if low <= gpu < high:
                     candidate = candidates[index]
                     model = model_of[index]
                     if candidate.resident > resident.get(model, 0.0):

@@ -110,7 +110,9 @@ class CandidateDirectory:
         )
         #: Directories of the instance's other template (AC-share), built on first use.
         self._variants: dict[bool, CandidateDirectory] = {instance.fused: self}
-        self.cluster = cluster or Cluster(instance.hardware, instance.placement.min_block_gpus)
+        self.cluster = cluster or Cluster(
+            instance.hardware, instance.placement.min_block_gpus, instance.placement.node_blocks
+        )
         self.cost = CostModel(instance, self.cluster)
         self.capacity = instance.hardware.usable_memory
         #: The framework whose rules narrow the plan space (None: the full space).

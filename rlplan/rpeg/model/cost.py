@@ -175,7 +175,9 @@ class CostModel(MemoryTerms, ExpertTerms, StageTerms, TimeParts, RolloutMemory, 
         self.hardware: Hardware = instance.hardware
         self.workload: Workload = instance.workload
         self.engine = instance.engine
-        self.cluster = cluster or Cluster(instance.hardware, instance.placement.min_block_gpus)
+        self.cluster = cluster or Cluster(
+            instance.hardware, instance.placement.min_block_gpus, instance.placement.node_blocks
+        )
         self.parameters = {
             model: parameter_count(spec, model) for model, spec in instance.models.items()
         }

@@ -11,6 +11,7 @@ import hashlib
 import json
 from typing import Any
 
+from rlplan.rpeg.schema.geometry import NODE_BLOCKS
 from rlplan.rpeg.schema.instance import Instance
 
 
@@ -31,6 +32,16 @@ def _workload(instance: Instance) -> dict[str, Any]:
     content = dataclasses.asdict(instance.workload)
     if content.get("optimizer_steps") == 1:
         del content["optimizer_steps"]
+    return content
+
+
+def _placement(instance: Instance) -> dict[str, Any]:
+    """The placement's content; the default ``node_blocks`` (``any``) is left out so that
+    plan files written before ``placement.node_blocks`` existed keep their fingerprint
+    (their blocks are blocks of the default plan space too)."""
+    content = dataclasses.asdict(instance.placement)
+    if content.get("node_blocks") == NODE_BLOCKS[0]:
+        del content["node_blocks"]
     return content
 
 
@@ -72,7 +83,7 @@ def instance_fingerprint(instance: Instance) -> str:
             for key, value in dataclasses.asdict(instance.engine).items()
             if key != "framework"
         },
-        "placement": dataclasses.asdict(instance.placement),
+        "placement": _placement(instance),
     }
     text = json.dumps(_canonical(content), sort_keys=True, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

@@ -53,7 +53,7 @@ from rlplan.rpeg.schema.checks import (
     positive_int,
     unit_fraction,
 )
-from rlplan.rpeg.schema.geometry import plan_space_blocks
+from rlplan.rpeg.schema.geometry import block_words, plan_space_blocks
 from rlplan.rpeg.schema.parallel_layout import dense_pin_problem
 from rlplan.rpeg.strategy import (
     DIMENSIONS,
@@ -192,7 +192,11 @@ def _parse_block(
         None if section.get("extent") is None else _triple(section["extent"], f"{path}.extent", 1)
     )
     blocks = plan_space_blocks(
-        hardware.racks, hardware.nodes_per_rack, hardware.gpus_per_node, placement.min_block_gpus
+        hardware.racks,
+        hardware.nodes_per_rack,
+        hardware.gpus_per_node,
+        placement.min_block_gpus,
+        placement.node_blocks,
     )
     matching = [
         (block_origin, block_extent)
@@ -208,8 +212,8 @@ def _parse_block(
         )
         raise InstanceError(
             where,
-            f"no block of the plan space has {described} (blocks are aligned power-of-two "
-            f"GPUs in a node, nodes in a rack, racks, or the whole "
+            f"no block of the plan space has {described} (blocks are "
+            f"{block_words(placement.node_blocks)}, or the whole "
             f"{hardware.racks}x{hardware.nodes_per_rack}x{hardware.gpus_per_node} cluster"
             + (
                 f", at least {placement.min_block_gpus} GPUs"
