@@ -1,15 +1,20 @@
 """Plan-space size and build time on 256 GPUs with a DeepSeek-V3-shaped model:
-``python -m benchmarks.moe_scale [--limit 5]``.
+``python -m benchmarks.moe_scale [--limit 5] [--node-blocks aligned|any]``.
 
 The instance: 32 nodes of 8 H100 (the ``h100`` hardware preset), GRPO with 32
 prompts x 16 samples, 105 prompt tokens and up to 1,431 generated, a rule
 reward, ``placement.min_block_gpus`` 8 and the default plan-space lists (ep up to
-256, etp up to 8). The model's fields are written out (the MoE presets are not
-in the code base yet): DeepSeek-V3's config.json (deepseek-ai/DeepSeek-V3 on
-Hugging Face): 61 layers, hidden 7168, intermediate 18432, vocabulary 129280,
-128 heads, MLA with q_lora_rank 1536, kv_lora_rank 512, qk_rope_head_dim 64,
-qk_nope_head_dim 128, v_head_dim 128; 256 routed experts of 2048, top 8, one
-shared expert, first_k_dense_replace 3.
+256, etp up to 8). Its one rack of 32 nodes takes ``placement.node_blocks``
+aligned unless ``--node-blocks any`` is given: the expert layouts are what the
+benchmark watches, and every run of nodes (the instance format's default) makes
+32 shapes of the 6, about five times the build time and 22 times the
+assignments (docs/plan-space.md#devices-and-blocks). The model's fields are
+written out (the MoE presets are not in the code base yet): DeepSeek-V3's
+config.json (deepseek-ai/DeepSeek-V3 on Hugging Face): 61 layers, hidden
+7168, intermediate 18432, vocabulary 129280, 128 heads, MLA with q_lora_rank
+1536, kv_lora_rank 512, qk_rope_head_dim 64, qk_nope_head_dim 128, v_head_dim
+128; 256 routed experts of 2048, top 8, one shared expert,
+first_k_dense_replace 3.
 
 It prints:
 
@@ -68,7 +73,7 @@ DEEPSEEK_V3 = {
 }
 
 
-def document() -> dict:
+def document(node_blocks: str = "aligned") -> dict:
     """The 256-GPU DeepSeek-V3-shaped GRPO instance as a YAML (JSON) document."""
     return {
         "hardware": {"preset": "h100", "racks": 1, "nodes_per_rack": 32, "gpus_per_node": 8},
@@ -84,7 +89,7 @@ def document() -> dict:
         },
         "policy": {"algorithm": "grpo"},
         "optimizer": {"k_eval": 2, "staleness_candidates": {"actor": [0, 1]}},
-        "placement": {"min_block_gpus": 8},
+        "placement": {"min_block_gpus": 8, "node_blocks": node_blocks},
     }
 
 
@@ -140,8 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     """Print the sizes and times; 1 when the check exceeds ``--limit`` seconds."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=float, default=5.0, help="check wall-time limit (s)")
+    parser.add_argument(
+        "--node-blocks", choices=("aligned", "any"), default="aligned", help="placement.node_blocks"
+    )
     args = parser.parse_args(argv)
-    instance = parse_instance(document(), "deepseek_v3_256_h100")
+    instance = parse_instance(document(args.node_blocks), "deepseek_v3_256_h100")
     directory, build_wall, build_cpu = timed(lambda: CandidateDirectory(instance))
 
     def enumerate_all() -> int:
@@ -170,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="moe-scale-") as folder:
         path = os.path.join(folder, "deepseek_v3_256_h100.yaml")
         with open(path, "w", encoding="utf-8") as handle:
-            json.dump(document(), handle)
+            json.dump(document(args.node_blocks), handle)
         code, wall, cpu = run_check(path)
     print(
         f"rlplan check    exit {code}, {wall:.2f} s wall, {cpu:.2f} s CPU (limit {args.limit:g} s)"

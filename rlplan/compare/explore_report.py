@@ -23,9 +23,9 @@ if TYPE_CHECKING:
 _PROOF_NOTE = (
     "Every number comes from the exact simulator. OPTIMAL means the simulated step time is "
     "within the formulation's rounding tolerance of a proven lower bound over the plan space "
-    "(aligned power-of-two blocks, the instance's strategies, microbatch counts and staleness "
-    "candidates): such a frontier point is a proven frontier point. Other points carry their "
-    "bound and gap."
+    "(the instance's blocks, as placement.node_blocks says, its strategies, microbatch counts "
+    "and staleness candidates): such a frontier point is a proven frontier point. Other "
+    "points carry their bound and gap."
 )
 
 

@@ -24,11 +24,13 @@ from rlplan.formulation.rows import Chooses, Condition, OnBlocks, StalenessIs
 from rlplan.rpeg.model.frameworks.rules import (
     DisjointWhenStale,
     FieldWhenShared,
+    NestedOrDisjoint,
     SameBlock,
     SameLayout,
     SameOrDisjoint,
     StalenessValues,
     layout_of,
+    overlap_in_part,
 )
 
 
@@ -70,6 +72,11 @@ def framework_rows(f: Formulation) -> Iterator[FrameworkRow]:
             for i, first in enumerate(present):
                 for second in present[i + 1 :]:
                     yield from _same_or_disjoint(f, first, second)
+        elif isinstance(rule, NestedOrDisjoint):
+            present = [index[name] for name in rule.vertices if name in index]
+            for i, first in enumerate(present):
+                for second in present[i + 1 :]:
+                    yield from _nested_or_disjoint(f, first, second)
         elif isinstance(rule, DisjointWhenStale):
             if rule.first in index and rule.second in index:
                 yield from _disjoint_when_stale(f, rule, index[rule.first], index[rule.second])
@@ -110,6 +117,18 @@ def _same_or_disjoint(f: Formulation, first: int, second: int) -> Iterator[Exclu
     """The two vertices' blocks are equal or share no GPU."""
     for block in f.blocks_of(first):
         crossing = tuple(b for b in f.overlapping_blocks(second, block) if b != block)
+        if crossing:
+            yield ExclusionRow((OnBlocks(first, (block,)), OnBlocks(second, crossing)))
+
+
+def _nested_or_disjoint(f: Formulation, first: int, second: int) -> Iterator[ExclusionRow]:
+    """The two vertices' blocks are nested or share no GPU (none overlaps the other in part)."""
+    for block in f.blocks_of(first):
+        crossing = tuple(
+            b
+            for b in f.overlapping_blocks(second, block)
+            if overlap_in_part(f.blocks[b], f.blocks[block])
+        )
         if crossing:
             yield ExclusionRow((OnBlocks(first, (block,)), OnBlocks(second, crossing)))
 

@@ -88,7 +88,8 @@ class Formulation:
     memory_capacity: int
     gpu_units: tuple[tuple[int, int], ...]
     upper_bound: float
-    #: Vertex whose block is fixed to start at GPU 0 (symmetry breaking), or None.
+    #: Vertex whose block is fixed to the first block of its orbit under the cluster's
+    #: symmetries (symmetry breaking; GPU 0 when every mask is one), or None.
     symmetry_root: int | None = None
     #: Delay (seconds) of every data edge, in ``data_edges`` order (empty: none).
     data_delays: tuple[float, ...] = ()
@@ -168,7 +169,8 @@ class Formulation:
     def overlapping_blocks(self, vertex: int, target: int) -> tuple[int, ...]:
         """Blocks of ``vertex`` that share a GPU with block ``target`` (cached).
 
-        Blocks are laminar: they share a GPU exactly when one holds the other.
+        Nested blocks, and runs of nodes that overlap in part (nodes 0-2 and
+        1-3), share the GPUs of their intersection.
         """
         key = ("overlapping", vertex, target)
         found = self._covering.get(key)
@@ -447,19 +449,19 @@ class Formulation:
         return sorted(range(self.num_runs), key=lambda run: (round(starts[run]), run))
 
     def canonical(self, plan: Plan) -> Plan:
-        """``plan`` mirrored so that the symmetry root's block starts at GPU 0.
+        """``plan`` mirrored so that the symmetry root's block starts first in its orbit.
 
         The mirror ``i -> i ^ mask`` is a symmetry of the cluster (see
-        :attr:`rlplan.rpeg.model.blocks.Cluster.xor_symmetric`), so the mirrored plan has
+        :meth:`rlplan.rpeg.model.blocks.Cluster.is_symmetry`), so the mirrored plan has
         the same simulated makespan and memory; without symmetry breaking the
         plan is returned unchanged.
         """
         if self.symmetry_root is None:
             return plan
-        mask = plan.placements[self.symmetry_root].block.start
+        cluster = self.problem.directory.cluster
+        mask = cluster.canonical_mask(plan.placements[self.symmetry_root].block)
         if mask == 0:
             return plan
-        cluster = self.problem.directory.cluster
         placements = tuple(
             Placement(cluster.mirror(p.block, mask), p.strategy) for p in plan.placements
         )
@@ -534,7 +536,8 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
             # The vertex's blocks: block pins (placement.pin) are applied there.
             blocks = directory.blocks(vertex, shape)
             if vertex == root:
-                blocks = tuple(block for block in blocks if block.start == 0)
+                cluster = directory.cluster
+                blocks = tuple(block for block in blocks if cluster.is_canonical(block))
             units = [_duration_units(problem, vertex in engines, c, unit) for c in candidates]
             for block, (candidate, (duration, switch)) in itertools.product(
                 blocks, zip(candidates, units, strict=True)
@@ -618,13 +621,17 @@ def _duration_units(
 
 
 def symmetry_root(directory: CandidateDirectory) -> int | None:
-    """The vertex whose block may be fixed to start at GPU 0, or None.
+    """The vertex whose block may be fixed to the first block of its orbit, or None.
 
-    When XOR-ing GPU indices is a symmetry of the cluster and no block pin
-    singles out positions (every vertex may use every block of each of its
-    shapes), any plan can be mirrored so that the generation vertex (the root
-    of every step's graph) starts at GPU 0, with the same makespan: fixing
-    that removes symmetric copies of every plan without losing the optimum.
+    When XOR-ing GPU indices with some masks is a symmetry of the cluster and
+    no block pin singles out positions (every vertex may use every block of
+    each of its shapes), any plan can be mirrored so that the generation
+    vertex (the root of every step's graph) lies on the block of its orbit
+    that starts first (:meth:`rlplan.rpeg.model.blocks.Cluster.canonical_mask`),
+    with the same makespan: fixing that removes symmetric copies of every plan
+    without losing the optimum. With every mask a symmetry that block starts
+    at GPU 0; with runs of nodes that are not aligned only the node masks 0
+    and all ones are, so a block of nodes 1-2 of 4 stays where it is.
     """
     cluster = directory.cluster
     if not cluster.xor_symmetric:

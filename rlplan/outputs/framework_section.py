@@ -131,11 +131,17 @@ def _settings_row(name: str, entry: dict[str, Any], shown: tuple[Dimension, ...]
     ]
 
 
+def _sharing_words(group: dict[str, Any]) -> str:
+    """How a colocated group's vertices share their GPUs: one block, nested or partly shared."""
+    if group["same_block"]:
+        return "one block"
+    return "nested blocks" if group["nested"] else "blocks overlapping in part"
+
+
 def _lists(view: dict[str, Any]) -> list[tuple[str, list[str]]]:
     """The colocated groups, the concurrent pairs and the staleness, each a titled list."""
     colocated = [
-        f"{_gpus_label(group['gpus'])}: {', '.join(group['vertices'])} "
-        f"({'one block' if group['same_block'] else 'nested blocks'})"
+        f"{_gpus_label(group['gpus'])}: {', '.join(group['vertices'])} ({_sharing_words(group)})"
         for group in view["colocated"]
     ] or ["none: every vertex has GPUs of its own"]
     concurrent = [

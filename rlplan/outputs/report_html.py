@@ -12,6 +12,7 @@ from rlplan.outputs.time_parts_section import time_parts_html, time_parts_sectio
 from rlplan.outputs.vocabulary import framework_view, reward_rule_view
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
+from rlplan.rpeg.schema.geometry import plan_space_note
 from rlplan.rpeg.schema.pools import cluster_words
 from rlplan.rpeg.strategy import DIMENSIONS, Dimension, shown_dimensions
 from rlplan.solvers.result import Result
@@ -122,8 +123,7 @@ def render_html_report(
     report.paragraph(
         "OPTIMAL means the gap (step time − bound) / step time is within the rounding "
         "tolerance of the exact formulation (see the README). Optimality, bound and gap are "
-        "over the plan space: aligned power-of-two blocks, the strategies and microbatch "
-        "counts of the instance, and its staleness candidates.",
+        f"over the plan space: {plan_space_note(problem.instance.placement.node_blocks)}.",
         note=True,
     )
     if result.plan is not None and trace is not None:

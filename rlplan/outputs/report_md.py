@@ -7,6 +7,7 @@ from rlplan.outputs.time_parts_section import time_parts_markdown, time_parts_se
 from rlplan.outputs.vocabulary import framework_markdown, framework_view, reward_rule_view
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
+from rlplan.rpeg.schema.geometry import plan_space_note
 from rlplan.rpeg.schema.pools import cluster_words
 from rlplan.solvers.result import Result
 from rlplan.solvers.staleness import describe_staleness
@@ -139,8 +140,8 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
         lines += [f"| note | {result.message} |"]
     lines += [
         "",
-        "Optimality, bound and gap are over the plan space: aligned power-of-two blocks, "
-        "the strategies and microbatch counts of the instance, and its staleness candidates.",
+        "Optimality, bound and gap are over the plan space: "
+        f"{plan_space_note(instance.placement.node_blocks)}.",
     ]
     lines += framework_space_markdown(result)
     if result.plan is None or trace is None:

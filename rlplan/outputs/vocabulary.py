@@ -25,8 +25,11 @@ Conventions fixed here:
   ``rollout_memory_bytes`` splits the engine's share of a GPU into weights,
   KV pool and workspace;
 * vertices are *colocated* when their blocks share a GPU; the groups are the
-  connected components of that relation (aligned blocks are nested or
-  disjoint, so a group is the GPUs of its largest block);
+  connected components of that relation, with the union of their GPUs, and
+  whether they sit on one block (``same_block``) or one of their blocks
+  holds the others (``nested``: always with aligned blocks, which are nested
+  or disjoint; not for runs of nodes that overlap in part, nodes 0-2 and
+  1-3);
 * two vertices run *concurrently* when their blocks are disjoint and some of
   their runs overlap in time in the simulated trace (any steps);
 * settings the instance pins (``placement.pin``) are listed per vertex under
@@ -236,11 +239,13 @@ def _colocated(problem: Problem, plan: Plan) -> list[dict[str, Any]]:
         if len(indices) < 2:
             continue
         gpus = sorted({gpu for index in indices for gpu in blocks[index].gpus()})
+        largest = max((blocks[index] for index in indices), key=lambda block: block.size)
         groups.append(
             {
                 "vertices": [names[index] for index in indices],
                 "gpus": gpus,
                 "same_block": all(blocks[index] == blocks[indices[0]] for index in indices),
+                "nested": all(largest.contains(blocks[index]) for index in indices),
             }
         )
     return groups

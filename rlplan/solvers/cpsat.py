@@ -24,8 +24,8 @@ the makespan covers each GPU unit's total run time) and ``_gpu_area``
 
 Durations and lags are rounded down to the time unit of the formulation, so
 the proven bound is a valid lower bound on the true optimum. Symmetry
-breaking (the generation block starts at GPU 0 when mirroring GPU indices is
-a symmetry of the cluster) is part of the formulation
+breaking (the generation block starts first among its mirror images when
+mirroring GPU indices is a symmetry of the cluster) is part of the formulation
 (:func:`rlplan.formulation.model.symmetry_root`).
 """
 

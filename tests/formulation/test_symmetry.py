@@ -97,3 +97,74 @@ def test_exact_backends_keep_the_optimum_with_symmetry_breaking(backend):
     raw = result.stats.get("cp_bound_s", result.stats.get("milp_bound_s"))
     assert raw <= oracle.makespan * (1 + 1e-9)
     assert result.makespan == pytest.approx(oracle.makespan, rel=2e-4)
+
+
+# -- Runs of nodes (placement.node_blocks: any) ------------------------------------------
+# 1 rack x 4 one-GPU nodes: runs such as nodes 1-2 are blocks, so XOR with node bits 1 or
+# 2 maps nodes 0-2 onto {1, 0, 3} or {2, 3, 0}, no block; 0 and 3 (the reflection) remain.
+RUNS = Path(__file__).resolve().parent.parent / "data" / "tiny_grpo_1x4x1_runs.yaml"
+
+
+def _images(cluster, block, mask):
+    """The GPUs of ``block`` XOR-ed with ``mask``, as (start, size) if contiguous, else None."""
+    gpus = sorted(gpu ^ mask for gpu in block.gpus())
+    return (gpus[0], len(gpus)) if gpus[-1] - gpus[0] + 1 == len(gpus) else None
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 1), (2, 4, 2), (1, 8, 1), (2, 2, 2)])
+@pytest.mark.parametrize("node_blocks", ["any", "aligned"])
+def test_symmetries_are_the_masks_mapping_every_block_onto_a_block(shape, node_blocks):
+    """is_symmetry(mask) exactly when every block's image is a block of the same extent,
+    and mirror gives that block; canonical_mask takes each block to its first image."""
+    from tests.rpeg.test_blocks import make_cluster
+
+    cluster = make_cluster(*shape, node_blocks=node_blocks)
+    by_range = {(b.start, b.size): b for b in cluster.blocks}
+    symmetric = []
+    for mask in range(cluster.num_gpus):
+        images = [by_range.get(_images(cluster, b, mask)) for b in cluster.blocks]
+        maps = all(
+            image is not None and image.extent == b.extent
+            for b, image in zip(cluster.blocks, images, strict=True)
+        )
+        assert cluster.is_symmetry(mask) == maps, mask
+        if maps:
+            symmetric.append(mask)
+            assert [cluster.mirror(b, mask) for b in cluster.blocks] == images
+    for block in cluster.blocks:
+        first = min((cluster.mirror(block, m) for m in symmetric), key=lambda b: b.start)
+        assert cluster.is_symmetry(cluster.canonical_mask(block))
+        assert cluster.mirror(block, cluster.canonical_mask(block)) == first
+        assert cluster.is_canonical(block) == (block == first)
+    every = node_blocks == "aligned" or shape[1] <= 2
+    assert len(symmetric) == (cluster.num_gpus if every else cluster.num_gpus // shape[1] * 2)
+
+
+def _runs_problem() -> Problem:
+    return Problem.from_instance(parse_instance(read_yaml_file(RUNS), name="runs"))
+
+
+def test_the_root_keeps_blocks_no_symmetry_moves_to_gpu_zero():
+    """On 4 one-GPU nodes the rollout may lie on node 0 or 1 (node 2 reflects onto 1, node 3
+    onto 0) and on nodes 0-1, 1-2, 0-2 or 0-3: nodes 1-2 reflect onto themselves."""
+    problem = _runs_problem()
+    assert symmetry_root(problem.directory) == 0
+    formulation = build_formulation(problem, 1.0)
+    roots = {(a.block.origin[1], a.block.extent[1]) for a in formulation.assignments[0]}
+    assert roots == {(0, 1), (1, 1), (0, 2), (1, 2), (0, 3), (0, 4)}
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_canonical_plans_simulate_identically_and_satisfy_the_restriction(seed):
+    """Any plan, blocks overlapping in part included, is mirrored into the restricted model
+    with the same makespan and memory."""
+    problem = _runs_problem()
+    formulation = build_formulation(problem, 1.0)
+    allowed = {a.block for a in formulation.assignments[0]}
+    plan = random_plan(problem.directory, random.Random(seed))
+    canonical = formulation.canonical(plan)
+    assert canonical.placements[0].block in allowed
+    first, second = problem.simulator.evaluate(plan), problem.simulator.evaluate(canonical)
+    assert second.makespan == pytest.approx(first.makespan, rel=1e-12)
+    assert second.violation == pytest.approx(first.violation, rel=1e-12, abs=1e-6)

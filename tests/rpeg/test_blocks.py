@@ -15,7 +15,9 @@ from rlplan.rpeg.schema.hardware import Hardware
 LEVELS = ("g", "n", "r")
 
 
-def make_cluster(racks: int, nodes: int, gpus: int, min_block_gpus: int = 1) -> Cluster:
+def make_cluster(
+    racks: int, nodes: int, gpus: int, min_block_gpus: int = 1, node_blocks: str = "any"
+) -> Cluster:
     """A cluster of ``racks x nodes x gpus`` GPUs (communication numbers are irrelevant)."""
     hardware = Hardware(
         racks=racks,
@@ -29,7 +31,7 @@ def make_cluster(racks: int, nodes: int, gpus: int, min_block_gpus: int = 1) -> 
         alpha_p2p=dict.fromkeys(LEVELS, 0.0),
         beta_p2p=dict.fromkeys(LEVELS, 1e-9),
     )
-    return Cluster(hardware, min_block_gpus)
+    return Cluster(hardware, min_block_gpus, node_blocks)
 
 
 def test_block_count_1x2x8():
@@ -64,8 +66,9 @@ def _expected_count(racks: int, nodes: int, gpus: int) -> int:
 
 @pytest.mark.parametrize("shape", [(1, 2, 8), (1, 1, 2), (1, 4, 8), (2, 4, 8), (4, 8, 8)])
 def test_blocks_are_aligned_contiguous_and_laminar(shape):
-    """Every block is an aligned contiguous range; any two blocks are nested or disjoint."""
-    cluster = make_cluster(*shape)
+    """With node_blocks aligned every block is an aligned contiguous range; any two blocks
+    are nested or disjoint."""
+    cluster = make_cluster(*shape, node_blocks="aligned")
     blocks = cluster.blocks
     assert len(blocks) == _expected_count(*shape)
     for block in blocks:
@@ -96,8 +99,9 @@ def test_blocks_are_aligned_contiguous_and_laminar(shape):
     gpus=st.sampled_from([1, 2, 4, 8]),
 )
 def test_block_properties_hold_for_random_clusters(racks, nodes, gpus):
-    """Random power-of-two clusters: the count formula, alignment and laminarity hold."""
-    cluster = make_cluster(racks, nodes, gpus)
+    """Random power-of-two clusters, aligned node blocks: the count formula, alignment and
+    laminarity hold."""
+    cluster = make_cluster(racks, nodes, gpus, node_blocks="aligned")
     blocks = cluster.blocks
     assert len(blocks) == _expected_count(racks, nodes, gpus)
     assert len({(b.start, b.size) for b in blocks}) == len(blocks)
@@ -197,7 +201,7 @@ def test_span_level():
 
 
 def test_block_from_json_rejects_unaligned_block():
-    """An unaligned range is not a block of the plan space."""
+    """An unaligned range inside a node is not a block of the plan space."""
     cluster = make_cluster(1, 2, 8)
     assert cluster.block_from_json({"origin": [0, 1, 4], "extent": [1, 1, 4]}, "b").start == 12
     with pytest.raises(PlanError, match="not a block of the plan space"):

@@ -62,6 +62,36 @@ def ppo() -> Problem:
     return _problem("tiny_ppo_2gpu", {"actor": [0, 1], "critic": [0, 1]})
 
 
+@pytest.fixture(scope="module")
+def grpo_nodes() -> Problem:
+    """tiny_grpo_4gpu on four one-GPU nodes: runs of nodes such as nodes 1-3 are blocks."""
+    data = read_yaml_file(INSTANCES / "tiny_grpo_4gpu.yaml")
+    data["hardware"].update(nodes_per_rack=4, gpus_per_node=1)
+    data["engine"]["recompute_logprobs"] = True
+    data["placement"]["offload"] = [False, True]
+    return Problem.from_instance(parse_instance(data, "tiny_grpo_4gpu_nodes"))
+
+
+def _nodes(first: int, count: int, **fields: Any) -> dict[str, Any]:
+    block = {"origin": [0, first, 0], "extent": [1, count, 1]}
+    return {"block": block, "dp": count, "pp": 1, "tp": 1, **fields}
+
+
+def grpo_partly_shared() -> dict[str, Any]:
+    """On four nodes: the rollout on nodes 0-2, Megatron on nodes 1-3, the reward on 3."""
+    megatron = {"microbatches": 1, "offload": False}
+    return {
+        "staleness": {"actor": 0},
+        "vertices": {
+            "actor.generate": _nodes(0, 3, gpu_memory_utilization=0.2, max_num_seqs=32),
+            "actor.infer": _nodes(1, 3, **megatron),
+            "reference.infer": _nodes(1, 3, microbatches=1, offload=True),
+            "reward.infer": _nodes(3, 1, microbatches=1),
+            "actor.train": _nodes(1, 3, **megatron, sharding="zero1"),
+        },
+    }
+
+
 def grpo_colocated() -> dict[str, Any]:
     """On-policy: the rollout on GPUs 0-1, the reward model on 2-3, Megatron on all four."""
     generate = {**_rollout(0, 2), "gpu_memory_utilization": 0.2, "max_num_seqs": 32}
@@ -148,6 +178,7 @@ BROKEN = {
     "ppo-offloads-actor": ("ppo", lambda: _changed(ppo_plan(), actor_train={"offload": False})),
     "critic-on-policy": ("ppo", lambda: _changed(ppo_plan(), staleness={"critic": 1})),
     "staleness-0-or-1": ("grpo", lambda: _changed(grpo_async(), staleness={"actor": 2})),
+    "rollout-nested-or-apart": ("grpo_nodes", grpo_partly_shared),
     "async-rollout-apart": ("grpo", lambda: _changed(grpo_async(), actor_generate=_rollout(2, 1))),
     "async-reward-apart": ("grpo", lambda: _changed(grpo_async(), reward_infer=_rollout(3, 1))),
     "reward-apart-from-rollout": (

@@ -177,6 +177,7 @@ def test_colocated_and_concurrent_of_a_split_plan(split_view):
             "vertices": ["actor.generate", "actor.infer", "actor.train"],
             "gpus": [0, 1],
             "same_block": True,
+            "nested": True,
         }
     ]
     pairs = {tuple(pair["vertices"]): pair["overlap_s"] for pair in view["concurrent"]}
@@ -215,6 +216,7 @@ def test_one_block_plan_is_one_colocated_group_and_nothing_concurrent():
             "vertices": list(problem.directory.template.names),
             "gpus": [0, 1, 2, 3],
             "same_block": True,
+            "nested": True,
         }
     ]
     assert view["concurrent"] == []
@@ -235,6 +237,7 @@ def test_nested_blocks_are_colocated_but_not_one_block():
     assert group["vertices"] == list(problem.directory.template.names)
     assert group["gpus"] == [0, 1, 2, 3]
     assert group["same_block"] is False
+    assert group["nested"] is True
 
 
 def test_staleness_words():

@@ -1,7 +1,7 @@
 """Which placed blocks share GPUs, and the memory checks that follow (docs/simulator.md).
 
-Blocks are laminar: two placed blocks share a GPU exactly when one holds the
-other. A plan's :class:`Occupancy` lists, for every vertex, the vertices
+Two placed blocks share a GPU when their ranges meet: one holds the other, or
+two runs of nodes overlap in part. A plan's :class:`Occupancy` lists, for every vertex, the vertices
 whose blocks meet its own (itself included, in template order). The
 simulator reads from it whether a rollout engine is colocated, when a
 vertex's GPUs are free during scheduling (:mod:`rlplan.rpeg.evaluation.schedule`)
@@ -71,27 +71,30 @@ class Occupancy:
         ``capacities`` is the usable memory per GPU of each pool: a block's
         GPUs have its pool's.
 
-        The GPUs covered by the most vertices lie in some placed block, so
-        each distinct placed block is checked once: the vertices holding it
-        are those of its cover whose range contains it. Each model keeps its
-        largest resident bytes, the largest transient adds (docs/simulator.md,
-        "Memory feasibility"). Models are summed in the order of their first
-        holder, as :meth:`Simulator.peak_memory
+        A GPU's peak grows with the set of blocks covering it, and every block
+        covering GPU x also covers the first GPU of the one among them that
+        starts last: checking the first GPU of each placed block suffices, for
+        nested blocks and for runs of nodes that overlap in part (nodes 0-2 and
+        1-3 are both checked at node 1's first GPU). The vertices holding that
+        GPU are those of the block's cover whose range contains it. Each model
+        keeps its largest resident bytes, the largest transient adds
+        (docs/simulator.md, "Memory feasibility"). Models are summed in the
+        order of their first holder, as :meth:`Simulator.peak_memory
         <rlplan.rpeg.evaluation.simulator.Simulator.peak_memory>` does.
         """
         lows, highs, pools = self.lows, self.highs, self.pools
         single = capacities[0] if len(capacities) == 1 else None
-        seen: set[tuple[int, int]] = set()
+        seen: set[int] = set()
         worst = 0.0
         for vertex, holders in enumerate(self.cover):
-            start, end = lows[vertex], highs[vertex]
-            if (start, end) in seen:
+            start = lows[vertex]
+            if start in seen:
                 continue
-            seen.add((start, end))
+            seen.add(start)
             resident: dict[int, float] = {}
             transient = 0.0
             for index in holders:
-                if lows[index] <= start and end <= highs[index]:
+                if lows[index] <= start < highs[index]:
                     candidate = candidates[index]
                     model = model_of[index]
                     if candidate.resident > resident.get(model, 0.0):

@@ -283,8 +283,8 @@ class Simulator:
     def colocated(self, plan: Plan) -> tuple[bool, ...]:
         """Per vertex: whether it is a rollout engine whose block shares a GPU with another's.
 
-        Blocks are laminar, so two blocks share a GPU exactly when one holds
-        the other.
+        Any shared GPU counts: a block nested in the engine's, one holding
+        it, or a run of nodes overlapping it in part.
         """
         return self._colocated(Occupancy.of(plan.placements))
 
@@ -437,9 +437,9 @@ class Simulator:
     def gpu_violation(self, plan: Plan, candidates: list | None = None) -> float:
         """Worst per-GPU overflow in bytes (0 when every GPU fits).
 
-        Blocks are laminar, so the GPUs covered by the most vertices lie in
-        some placed block: checking each distinct placed block suffices
-        (:meth:`Occupancy.gpu_overflow`).
+        A GPU's peak grows with the set of blocks covering it; checking the
+        first GPU of each placed block suffices, for nested blocks and for runs
+        of nodes that overlap in part (:meth:`Occupancy.gpu_overflow`).
         """
         candidates = candidates if candidates is not None else self.candidates(plan)
         occupancy = Occupancy.of(plan.placements)

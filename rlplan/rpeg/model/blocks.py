@@ -1,9 +1,11 @@
 """Devices, blocks and communication levels of the cluster.
 
-GPUs have the flat index ``i = (r*N + n)*G + g``. A block is an aligned
-contiguous range of flat indices: a power-of-two range inside a node, an
-aligned power-of-two group of whole nodes inside a rack, an aligned
-power-of-two group of whole racks, or the whole cluster.
+GPUs have the flat index ``i = (r*N + n)*G + g``. A block is a contiguous
+range of flat indices: an aligned power-of-two range inside a node, a run of
+whole nodes inside a rack (every run, or only the aligned power-of-two
+groups, as ``placement.node_blocks`` says), an aligned power-of-two group of
+whole racks, or the whole cluster. Runs of nodes need not be nested: nodes
+0-2 and 1-3 of a rack share nodes 1 and 2 (docs/plan-space.md#devices-and-blocks).
 """
 
 from __future__ import annotations
@@ -14,7 +16,12 @@ from typing import NamedTuple
 
 from rlplan.rpeg.errors import PlanError, describe
 from rlplan.rpeg.model.shapes import tagged
-from rlplan.rpeg.schema.geometry import plan_space_blocks
+from rlplan.rpeg.schema.geometry import (
+    block_words,
+    effective_node_blocks,
+    node_runs,
+    plan_space_blocks,
+)
 from rlplan.rpeg.schema.hardware import Hardware
 
 #: Communication levels, from fastest to slowest.
@@ -124,13 +131,23 @@ class Cluster:
         The instance's hardware section.
     min_block_gpus
         Smallest block size in the plan space.
+    node_blocks
+        ``placement.node_blocks``: ``any`` (every run of whole nodes inside a
+        rack is a block), ``aligned`` (only aligned power-of-two groups) or
+        ``auto`` (``any`` in racks of up to 8 nodes, else ``aligned``).
     pool, offset
         The GPU pool this geometry is (:class:`rlplan.rpeg.model.pools.PooledCluster`
         lays pools out one after another) and the flat index of its first GPU.
     """
 
     def __init__(
-        self, hardware: Hardware, min_block_gpus: int = 1, *, pool: int = 0, offset: int = 0
+        self,
+        hardware: Hardware,
+        min_block_gpus: int = 1,
+        node_blocks: str = "any",
+        *,
+        pool: int = 0,
+        offset: int = 0,
     ) -> None:
         self.pool = pool
         self.offset = offset
@@ -138,6 +155,8 @@ class Cluster:
         self.nodes_per_rack = hardware.nodes_per_rack
         self.gpus_per_node = hardware.gpus_per_node
         self.min_block_gpus = min_block_gpus
+        #: ``any`` or ``aligned``: ``placement.node_blocks`` in this rack size.
+        self.node_blocks = effective_node_blocks(node_blocks, hardware.nodes_per_rack)
         self.num_gpus = hardware.num_gpus
         self.gpus_per_rack = hardware.gpus_per_rack
         self._group_levels: dict[tuple, GroupLevels] = {}
@@ -160,19 +179,25 @@ class Cluster:
         return tuple(
             self.make_block(origin, extent)
             for origin, extent in plan_space_blocks(
-                self.racks, self.nodes_per_rack, self.gpus_per_node, self.min_block_gpus
+                self.racks,
+                self.nodes_per_rack,
+                self.gpus_per_node,
+                self.min_block_gpus,
+                self.node_blocks,
             )
         )
 
     @cached_property
     def xor_symmetric(self) -> bool:
-        """Whether XOR-ing flat GPU indices with a constant is a symmetry of the cluster.
+        """Whether XOR-ing flat GPU indices with some constants is a symmetry of the cluster.
 
         With power-of-two racks, nodes per rack and GPUs per node, the flat
-        index is the concatenation of the rack, node and GPU bits, every block
-        is an aligned dyadic range, and ``i -> i ^ mask`` maps blocks onto
-        blocks of the same shape while keeping which GPUs share a node or a
-        rack: lags, memory and GPU exclusivity are unchanged.
+        index is the concatenation of the rack, node and GPU bits, and
+        ``i -> i ^ mask`` keeps which GPUs share a node or a rack: lags,
+        memory and GPU exclusivity are unchanged when it maps blocks onto
+        blocks of the same shape. It does for every aligned dyadic range,
+        hence for every mask when all blocks are aligned; runs of nodes that
+        are not (nodes 1-2 of 4) leave only the masks of :meth:`is_symmetry`.
         """
         return all(
             value & (value - 1) == 0
@@ -180,13 +205,65 @@ class Cluster:
         )
 
     @cached_property
+    def node_reflection_only(self) -> bool:
+        """Whether the node bits of a symmetry mask must be all 0 or all 1.
+
+        True when some block is a run of nodes that is not an aligned
+        power-of-two group: XOR with node bits ``m`` maps the run of nodes
+        ``n..n+k-1`` onto a run only for ``m = 0`` (itself) or ``m = N - 1``
+        (its reflection ``N-n-k..N-n-1``), while GPU and rack bits stay free.
+        """
+        return any(
+            count & (count - 1) or first % count
+            for first, count in node_runs(self.nodes_per_rack, self.node_blocks)
+        )
+
+    def is_symmetry(self, mask: int) -> bool:
+        """Whether ``i -> i ^ mask`` maps every block onto a block of the same shape."""
+        if not self.xor_symmetric or not 0 <= mask < self.num_gpus:
+            return False
+        if not self.node_reflection_only:
+            return True
+        return (mask // self.gpus_per_node) % self.nodes_per_rack in (0, self.nodes_per_rack - 1)
+
+    @cached_property
     def _block_at(self) -> dict[tuple[int, int], Block]:
         return {(block.start, block.size): block for block in self.blocks}
 
     def mirror(self, block: Block, mask: int) -> Block:
-        """The image of ``block`` under ``i -> i ^ mask`` (needs :attr:`xor_symmetric`)."""
-        start = block.start ^ (mask & ~(block.size - 1))
-        return self._block_at[(start, block.size)]
+        """The image of ``block`` under ``i -> i ^ mask`` (needs :meth:`is_symmetry`)."""
+        if block.size & (block.size - 1) == 0 and block.start % block.size == 0:
+            start = block.start ^ (mask & ~(block.size - 1))
+            return self._block_at[(start, block.size)]
+        # A run of nodes that is not aligned: it lies in one rack and takes whole nodes.
+        rack, node, _ = block.origin
+        count = block.extent[1]
+        if (mask // self.gpus_per_node) % self.nodes_per_rack:
+            node = self.nodes_per_rack - node - count
+        rack ^= mask // self.gpus_per_rack
+        return self.block_index[((rack, node, 0), block.extent)]
+
+    def canonical_mask(self, block: Block) -> int:
+        """A symmetry mask taking ``block`` to the block of its orbit that starts first.
+
+        The rack and GPU bits of the mask are the block's own (its image lies
+        in rack 0 at GPU 0 of its node); the node bits are the block's own
+        too when every mask is a symmetry (its image starts at GPU 0), else
+        0 or all ones, whichever puts the block's first node lower (for
+        nodes 1-2 of 4, 0: no symmetry moves it to node 0). Needs
+        :attr:`xor_symmetric`.
+        """
+        rack, node, gpu = block.origin
+        count = block.extent[1]
+        if not self.node_reflection_only:
+            bits = node
+        else:
+            bits = 0 if node <= self.nodes_per_rack - node - count else self.nodes_per_rack - 1
+        return (rack * self.nodes_per_rack + bits) * self.gpus_per_node + gpu
+
+    def is_canonical(self, block: Block) -> bool:
+        """Whether ``block`` starts first in its orbit (:meth:`canonical_mask` keeps it)."""
+        return self.mirror(block, self.canonical_mask(block)) == block
 
     @cached_property
     def block_index(self) -> dict[tuple[tuple[int, int, int], tuple[int, int, int]], Block]:
@@ -214,7 +291,7 @@ class Cluster:
         ------
         PlanError
             If the block is malformed, leaves the cluster or is not one of
-            the plan space's aligned blocks.
+            the plan space's blocks.
         """
         if not isinstance(data, dict) or set(data) != {"origin", "extent"}:
             raise PlanError(path, 'must be {"origin": [r, n, g], "extent": [r, n, g]}')
@@ -245,7 +322,7 @@ class Cluster:
             raise PlanError(
                 path,
                 f"origin {list(origin)} extent {list(extent)} is not a block of the plan space "
-                "(aligned power-of-two GPUs in a node, nodes in a rack, racks, or the cluster"
+                f"({block_words(self.node_blocks)}, or the cluster"
                 + (f", at least {self.min_block_gpus} GPUs" if self.min_block_gpus > 1 else "")
                 + ")",
             )
@@ -279,9 +356,12 @@ class Cluster:
         Ranks are ordered tp fastest, then cp, then pp, then dp. The experts of
         a pipeline stage are folded over its ranks in that order (Megatron's
         MoE parallel folding): etp fastest, then ep, then the expert copies
-        (docs/plan-space.md#expert-and-context-parallelism). Blocks are
-        aligned, so the levels are computed as if the block started at GPU 0;
-        they are cached per (shape, degrees), which many candidates share.
+        (docs/plan-space.md#expert-and-context-parallelism). The levels are
+        computed as if the block started at GPU 0, which gives the same levels
+        wherever it lies: an in-node block stays in one node, a run of nodes
+        starts at a node boundary and stays in one rack, a group of racks
+        starts at a rack boundary. They are cached per (shape, degrees),
+        which many candidates share.
         """
         key = (extent, dp, pp, tp, cp, ep, etp)
         found = self._group_levels.get(key)

@@ -182,7 +182,9 @@ class CostModel(MemoryTerms, ExpertTerms, StageTerms, TimeParts, RolloutMemory, 
         self.hardware: Hardware = hardware or instance.hardware
         self.workload: Workload = instance.workload
         self.engine = instance.engine
-        self.cluster = cluster or Cluster(self.hardware, instance.placement.min_block_gpus)
+        self.cluster = cluster or Cluster(
+            self.hardware, instance.placement.min_block_gpus, instance.placement.node_blocks
+        )
         #: The link between pools (level ``x``), None on a one-pool cluster.
         self.inter_pool = instance.inter_pool
         self.parameters = {

@@ -32,6 +32,8 @@ class PooledCluster:
         <rlplan.rpeg.schema.instance.Instance.pools>`), at least one.
     min_block_gpus
         Smallest block size in the plan space.
+    node_blocks
+        ``placement.node_blocks`` (:class:`~rlplan.rpeg.model.blocks.Cluster`), for every pool.
 
     Attributes
     ----------
@@ -41,10 +43,15 @@ class PooledCluster:
         The pools' names (None for the one pool of a one-type section).
     """
 
-    def __init__(self, pools: Sequence[Pool], min_block_gpus: int = 1) -> None:
+    def __init__(
+        self, pools: Sequence[Pool], min_block_gpus: int = 1, node_blocks: str = "any"
+    ) -> None:
         geometries, offset = [], 0
         for index, pool in enumerate(pools):
-            geometries.append(Cluster(pool.hardware, min_block_gpus, pool=index, offset=offset))
+            geometry = Cluster(
+                pool.hardware, min_block_gpus, node_blocks, pool=index, offset=offset
+            )
+            geometries.append(geometry)
             offset += pool.hardware.num_gpus
         self.pools: tuple[Cluster, ...] = tuple(geometries)
         self.names: tuple[str | None, ...] = tuple(pool.name for pool in pools)

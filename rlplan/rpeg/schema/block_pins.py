@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlplan.rpeg.errors import InstanceError, describe
 from rlplan.rpeg.schema.checks import check_keys, mapping
-from rlplan.rpeg.schema.geometry import plan_space_blocks
+from rlplan.rpeg.schema.geometry import block_words, plan_space_blocks
 from rlplan.rpeg.schema.pools import Pool, pool_named
 
 if TYPE_CHECKING:
@@ -67,8 +67,8 @@ def parse_block_pin(
         )
         raise InstanceError(
             where,
-            f"no block of the plan space has {described} (blocks are aligned power-of-two "
-            f"GPUs in a node, nodes in a rack, racks, or the whole {_wholes(pools, chosen)}"
+            f"no block of the plan space has {described} (blocks are "
+            f"{block_words(placement.node_blocks)}, or the whole {_wholes(pools, chosen)}"
             + (
                 f", at least {placement.min_block_gpus} GPUs"
                 if placement.min_block_gpus > 1
@@ -95,5 +95,9 @@ def _pool_blocks(
 ) -> tuple[tuple[tuple[int, int, int], tuple[int, int, int]], ...]:
     """The plan space's blocks of one pool as (origin, extent) pairs."""
     return plan_space_blocks(
-        hardware.racks, hardware.nodes_per_rack, hardware.gpus_per_node, placement.min_block_gpus
+        hardware.racks,
+        hardware.nodes_per_rack,
+        hardware.gpus_per_node,
+        placement.min_block_gpus,
+        placement.node_blocks,
     )

@@ -11,6 +11,7 @@ import hashlib
 import json
 from typing import Any
 
+from rlplan.rpeg.schema.geometry import NODE_BLOCKS
 from rlplan.rpeg.schema.instance import Instance
 
 
@@ -48,9 +49,13 @@ def _hardware(instance: Instance) -> dict[str, Any]:
 
 
 def _placement(instance: Instance) -> dict[str, Any]:
-    """The placement's content; a pin's pool is left out when not pinned, so that plan
-    files written before ``hardware.pools`` existed keep their fingerprint."""
+    """The placement's content; a pin's pool is left out when not pinned, and the default
+    ``node_blocks``, so that plan files written before ``hardware.pools`` and
+    ``placement.node_blocks`` existed keep their fingerprint (their blocks are blocks of
+    the default plan space too)."""
     content = dataclasses.asdict(instance.placement)
+    if content.get("node_blocks") == NODE_BLOCKS[0]:
+        del content["node_blocks"]
     for _, pin in content["pin"]["vertices"]:
         if pin.get("pool") is None:
             pin.pop("pool", None)

@@ -33,6 +33,8 @@ from rlplan.rpeg.schema.checks import (
 from rlplan.rpeg.schema.checks import is_power_of_two as _is_power_of_two
 from rlplan.rpeg.schema.engine import EngineConfig, parse_engine
 from rlplan.rpeg.schema.expert_checks import check_parallel_lists, check_parallel_pins
+from rlplan.rpeg.schema.fields import one_of
+from rlplan.rpeg.schema.geometry import NODE_BLOCKS
 from rlplan.rpeg.schema.hardware import Hardware, parse_hardware
 from rlplan.rpeg.schema.limits import check_list_size
 from rlplan.rpeg.schema.models import RULE_ROLE, ModelSpec, RuleReward, parse_models
@@ -64,6 +66,10 @@ def _candidate_list_field(declared: Dimension) -> tuple[str, Any]:
     return (f"tuple[{declared.values.__name__}, ...]", declared.candidates)
 
 
+#: ``placement.node_blocks``: which runs of whole nodes are blocks (docs/instance.md).
+NODE_BLOCKS_VALUE = one_of(NODE_BLOCKS, " or ".join(NODE_BLOCKS))
+
+
 @dataclass(frozen=True)
 @add_dimension_fields(_candidate_list_field, "pin")
 class PlacementConfig:
@@ -82,12 +88,18 @@ class PlacementConfig:
         (``false``, ``true``) of train and infer vertices, and the rollout
         engine's fraction of each GPU (in (0, 1]) and cap on running sequences
         of generate vertices.
+    node_blocks
+        Which runs of whole nodes inside a rack are blocks: ``any`` (every
+        run, e.g. nodes 1-3 of a 4-node rack), ``aligned`` (the aligned
+        power-of-two groups only) or ``auto`` (``any`` in racks of up to 8
+        nodes) (:mod:`rlplan.rpeg.schema.geometry`).
     pin
         What-if pins (``placement.pin``, :mod:`rlplan.rpeg.schema.pins`): fields of some
         vertices' placements and staleness fixed by the user.
     """
 
     min_block_gpus: int = 1
+    node_blocks: str = NODE_BLOCKS[0]
     microbatches: tuple[int, ...] | None = None
     micro_batch_sizes: tuple[int, ...] | None = DEFAULT_MICRO_BATCH_SIZES
     pin: Pins = field(default_factory=Pins)
@@ -98,6 +110,7 @@ class PlacementConfig:
             raise InstanceError(
                 "placement.min_block_gpus", f"must be a power of two, got {self.min_block_gpus}"
             )
+        NODE_BLOCKS_VALUE.check(self.node_blocks, "placement.node_blocks")
         if (self.microbatches is None) == (self.micro_batch_sizes is None):
             raise InstanceError(
                 "placement.microbatches",
@@ -195,6 +208,7 @@ LEGACY_CONCURRENCY = "concurrency"
 
 _PLACEMENT_KEYS = (
     "min_block_gpus",
+    "node_blocks",
     "microbatches",
     "micro_batch_sizes",
     *(declared.list_key for declared in DIMENSIONS),
@@ -217,6 +231,10 @@ def parse_placement(data: Any) -> PlacementConfig:
     if section.get("min_block_gpus") is not None:
         values["min_block_gpus"] = positive_int(
             section["min_block_gpus"], "placement.min_block_gpus"
+        )
+    if section.get("node_blocks") is not None:
+        values["node_blocks"] = NODE_BLOCKS_VALUE.check(
+            section["node_blocks"], "placement.node_blocks"
         )
     given_counts = section.get("microbatches") is not None
     given_sizes = section.get("micro_batch_sizes") is not None

@@ -47,6 +47,7 @@ from rlplan.rpeg.schema.instance import (
     _PLACEMENT_KEYS,
     _SECTIONS,
     LEGACY_CONCURRENCY,
+    NODE_BLOCKS_VALUE,
     PlacementConfig,
     SolverConfig,
 )
@@ -281,6 +282,10 @@ _PLACEMENT_VALUES: dict[str, tuple[ValueType, str]] = {
             },
         ),
         "Fewest GPUs of a block (a power of two)",
+    ),
+    "node_blocks": (
+        NODE_BLOCKS_VALUE,
+        "Runs of whole nodes in a rack that are blocks: any run, or aligned power-of-two groups",
     ),
     "microbatches": (_listed(_int_list("microbatches"), "counts"), "Micro-batch counts"),
     "micro_batch_sizes": (

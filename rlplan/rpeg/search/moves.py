@@ -148,7 +148,12 @@ def move_block(state: SearchState, context: MoveContext, rng: random.Random) -> 
 
 
 def resize_block(state: SearchState, context: MoveContext, rng: random.Random) -> list[Plan]:
-    """Halve or double one vertex's block (the new block contains or lies in the old one)."""
+    """Shrink or grow one vertex's block to the next block size below or above its own.
+
+    The new block lies in the old one or contains it: half or twice its
+    size among aligned blocks; with ``placement.node_blocks: any``, one node
+    fewer or more among runs of nodes (nodes 1-2 grow to nodes 0-2 or 1-3).
+    """
     plan = state.plan
     vertex = context.pick_vertex(rng, plan)
     block = plan.placements[vertex].block

@@ -21,6 +21,9 @@ inherits it:
     parallel degrees): a tie row per leader assignment.
 :class:`SameOrDisjoint`
     two vertices' blocks are equal or share no GPU.
+:class:`NestedOrDisjoint`
+    two vertices' blocks are nested (one holds the other) or share no GPU:
+    runs of nodes that overlap in part (nodes 0-2 and 1-3) are refused.
 :class:`DisjointWhenStale`
     two vertices share no GPU when a model runs off-policy.
 :class:`FieldWhenShared`
@@ -164,6 +167,18 @@ class SameOrDisjoint(Rule):
     """Any two of ``vertices`` run on one block or on blocks sharing no GPU."""
 
     vertices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NestedOrDisjoint(Rule):
+    """Any two of ``vertices`` run on nested blocks (one holds the other) or share no GPU."""
+
+    vertices: tuple[str, ...] = ()
+
+
+def overlap_in_part(first: Block, second: Block) -> bool:
+    """Whether two blocks share a GPU while neither holds the other."""
+    return first.intersects(second) and not (first.contains(second) or second.contains(first))
 
 
 @dataclass(frozen=True)
@@ -322,6 +337,13 @@ def _pair_problem(rule: Rule, placed: dict, staleness: dict[str, int], fw: Frame
             for second in present[i + 1 :]:
                 a, b = placed[first].block, placed[second].block
                 if a != b and a.intersects(b):
+                    return f"{first} and {second}"
+        return None
+    if isinstance(rule, NestedOrDisjoint):
+        present = [n for n in rule.vertices if n in placed]
+        for i, first in enumerate(present):
+            for second in present[i + 1 :]:
+                if overlap_in_part(placed[first].block, placed[second].block):
                     return f"{first} and {second}"
         return None
     if isinstance(rule, DisjointWhenStale):

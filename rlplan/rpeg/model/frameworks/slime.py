@@ -10,10 +10,13 @@ SGLang. Its GPUs are one Ray placement group (``slime/ray/placement_group.py``
 ``_get_placement_group_layout``): the Megatron actor on
 ``--actor-num-nodes`` x ``--actor-num-gpus-per-node`` GPUs, the SGLang engines on
 ``--rollout-num-gpus`` GPUs after them, or on the same GPUs from GPU 0 with
-``--colocate``. Blocks of the plan space are nested or disjoint, so both layouts
-(and a rollout pool larger or smaller than the actor's under ``--colocate``)
-need no rule of their own. What the rules below remove:
+``--colocate``. Both layouts (and a rollout pool larger or smaller than the
+actor's under ``--colocate``) put the rollout's and the actor's GPUs nested or
+apart; runs of nodes that overlap in part (``placement.node_blocks: any``, the
+actor on nodes 0-2 and the rollout on nodes 1-3) are not a slime layout. What
+the rules below remove:
 
+- a rollout sharing only part of its GPUs with the actor's;
 - every Megatron pass runs on the actor's model, on its GPUs and in its
   layout: old log-probs, reference log-probs (the reference's weights kept in
   host memory and copied into the actor's parameters), and, for PPO, the
@@ -44,6 +47,7 @@ from rlplan.rpeg.model.frameworks.rules import (
     FieldValues,
     FieldWhenShared,
     Framework,
+    NestedOrDisjoint,
     SameLayout,
     StalenessValues,
     Unsupported,
@@ -214,6 +218,16 @@ ASYNC_REWARD_APART = DisjointWhenStale(
     second="actor.train",
 )
 
+ROLLOUT_NESTED_OR_APART = NestedOrDisjoint(
+    name="rollout-nested-or-apart",
+    words="actor.generate and actor.train run on nested blocks or share no GPU: the rollout's "
+    "server groups start after the Megatron GPUs, or at GPU 0 with them under --colocate",
+    need="a rollout sharing only part of its GPUs with the actor's",
+    source=f"{_AT} slime/ray/placement_group.py _get_placement_group_layout; "
+    "slime/ray/rollout.py _compute_rollout_offset",
+    vertices=("actor.generate", "actor.train"),
+)
+
 # A Disjoint(first, second) kind would say this directly: no value of the field
 # is allowed where the two blocks share a GPU, so they never do.
 REWARD_APART_FROM_ROLLOUT = FieldWhenShared(
@@ -261,6 +275,7 @@ FRAMEWORK = Framework(
         PPO_OFFLOADS_ACTOR,
         CRITIC_ON_POLICY,
         STALENESS,
+        ROLLOUT_NESTED_OR_APART,
         ASYNC_ROLLOUT_APART,
         ASYNC_REWARD_APART,
         REWARD_APART_FROM_ROLLOUT,
