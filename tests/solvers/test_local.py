@@ -21,6 +21,7 @@ from rlplan.solvers.result import Status
 from tests.rpeg.moe_instances import tiny_moe_problem
 from tests.solvers.conftest import load_problem
 from tests.solvers.test_exhaustive import KNOWN_OPTIMA, KNOWN_SCORES
+from tests.solvers.test_pools_exact import TWO_POOLS
 
 #: Tiny instances whose optimum the local search misses with its defaults (seed 0,
 #: optimizer.e_max = 20000 evaluations, score_eps = 1e-4): what it returns instead, and
@@ -144,7 +145,9 @@ def _state(problem: Problem, plan) -> SearchState:
 def test_moves_stay_inside_the_plan_space(move):
     """Every neighbour has plan-space blocks and strategies, and simulates without error."""
     problem = load_problem("ppo_8b_1x2x8_h100.yaml")
-    if not move.applicable(problem.directory):
+    if move is moves.CHANGE_POOL:
+        problem = Problem.load(str(TWO_POOLS))  # one pool elsewhere: the move does not apply
+    elif not move.applicable(problem.directory):
         problem = tiny_moe_problem()  # change_expert_layout: one (ep, etp, cp) when dense
     directory = problem.directory
     context = moves.MoveContext(directory, problem.instance.optimizer)

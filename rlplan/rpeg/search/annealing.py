@@ -102,7 +102,8 @@ class SimulatedAnnealing:
         default); within each kind a move is drawn uniformly. A move with an
         ``applicable(directory)`` method that says no for this plan space
         (``change_expert_layout`` on an instance with one expert and context
-        layout) is left out, so the draws are those of the moves that apply. Structural moves
+        layout, ``change_pool`` on a one-pool cluster) is left out, so the
+        draws are those of the moves that apply. Structural moves
         (kinds ``single`` and ``pair``) come every ``e_struct`` evaluations,
         parameter moves in between; when one side has no move the other
         side's moves are drawn instead.

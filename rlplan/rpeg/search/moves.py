@@ -12,7 +12,9 @@ The ``kind`` tells the search when to propose a move: :data:`SINGLE` and
 :data:`PAIR` moves change blocks or co-location (one vertex, or two) and come
 every ``e_struct`` evaluations; :data:`PARAMETER` moves keep every vertex's
 block. Moves that pick a strategy on a new block sample up to ``k_x``
-candidates of that shape.
+candidates of that shape. On a cluster of several GPU pools ``change_pool``
+(:mod:`rlplan.rpeg.search.pool_moves`) moves a vertex to another pool; the
+search leaves it out on a one-pool cluster.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from rlplan.rpeg.model.candidates import Candidate, CandidateDirectory
 from rlplan.rpeg.model.plan import Placement, Plan
 from rlplan.rpeg.schema.optimizer import OptimizerConfig
 from rlplan.rpeg.search.expert_moves import change_expert_layout, expert_layouts_vary
+from rlplan.rpeg.search.pool_moves import change_pool, pools_vary
 from rlplan.rpeg.search.state import SearchState
 from rlplan.rpeg.templates import unroll
 
@@ -333,6 +336,7 @@ def _move(kind: str, function, applies=None) -> PlanMove:
 
 MOVE_BLOCK = _move(SINGLE, move_block)
 RESIZE_BLOCK = _move(SINGLE, resize_block)
+CHANGE_POOL = _move(SINGLE, change_pool, pools_vary)
 SWAP_BLOCKS = _move(PAIR, swap_blocks)
 COLOCATE = _move(PAIR, colocate)
 SEPARATE = _move(PAIR, separate)
@@ -354,4 +358,5 @@ DEFAULT_MOVES: tuple[Move, ...] = (
     CHANGE_STALENESS,
     SWAP_ORDER,
     CHANGE_EXPERT_LAYOUT,
+    CHANGE_POOL,
 )
