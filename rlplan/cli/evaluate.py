@@ -28,6 +28,7 @@ from rlplan.outputs.files import (
     write_text,
 )
 from rlplan.outputs.gantt import write_gantt
+from rlplan.outputs.pool_groups import memory_lines, pool_spans
 from rlplan.outputs.report_md import render_report
 from rlplan.rpeg.errors import PlanError
 from rlplan.rpeg.evaluation.problem import Problem
@@ -179,6 +180,15 @@ def print_bounds(problem: Problem) -> None:
             print(f"  {label:<14} {value:10.4f} s  (step {value / instance.k_eval:.4f} s)")
 
 
+def gpu_memory_lines(trace: Trace, problem: Problem) -> list[str]:
+    """The GPU memory line, one per pool when the instance has several (docs/outputs.md)."""
+    spans = pool_spans(problem.instance.pools)
+    if spans:
+        return memory_lines(trace, spans, gigabytes)
+    peak = max(trace.peak_memory_bytes)
+    return [f"memory       peak {gigabytes(peak)} of {gigabytes(trace.capacity_bytes)} per GPU"]
+
+
 def print_trace_summary(trace: Trace, problem: Problem) -> None:
     """Print the simulated figures of a plan."""
     print(f"makespan     {trace.makespan:.4f} s over {trace.k_eval} steps")
@@ -194,8 +204,7 @@ def print_trace_summary(trace: Trace, problem: Problem) -> None:
         )
     print(f"samples/s    {trace.samples_per_s:.3f}")
     print(f"tokens/s     {trace.generated_tokens_per_s:.1f} generated")
-    peak = max(trace.peak_memory_bytes)
-    print(f"memory       peak {gigabytes(peak)} of {gigabytes(trace.capacity_bytes)} per GPU")
+    print("\n".join(gpu_memory_lines(trace, problem)))
     host = max(trace.host_memory_bytes, default=0.0)
     if host > 0:
         capacity = gigabytes(trace.host_capacity_bytes)
@@ -231,6 +240,7 @@ def write_plan_outputs(
                 path,
                 instance_name=problem.instance.name,
                 status=status,
+                pools=problem.instance.pools,
             ),
         )
         for name, writer in (extra or {}).items():
@@ -311,7 +321,11 @@ def command_simulate(args: argparse.Namespace) -> int:
         os.makedirs(folder, exist_ok=True)
         temporary = os.path.join(folder, f".tmp-{os.path.basename(args.gantt)}")
         write_gantt(
-            trace, problem.instance.layout_hardware, temporary, instance_name=problem.instance.name
+            trace,
+            problem.instance.layout_hardware,
+            temporary,
+            instance_name=problem.instance.name,
+            pools=problem.instance.pools,
         )
         os.replace(temporary, args.gantt)
         print(f"wrote {args.gantt}")

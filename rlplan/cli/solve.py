@@ -8,6 +8,7 @@ import dataclasses
 import os
 import signal
 import sys
+from collections.abc import Sequence
 
 from rlplan.cli.common import (
     EXIT_INFEASIBLE,
@@ -15,12 +16,14 @@ from rlplan.cli.common import (
     EXIT_OK,
     check_count,
     default_out,
+    gigabytes,
     load_problem,
 )
 from rlplan.cli.run_folder import InstanceCopy, instance_copy
 from rlplan.outputs.files import OutputBundle, check_output_folder
 from rlplan.outputs.gantt import write_gantt
 from rlplan.outputs.perfetto import perfetto_trace
+from rlplan.outputs.pool_groups import memory_lines, pool_spans
 from rlplan.outputs.report_html import render_html_report
 from rlplan.outputs.report_md import render_report
 from rlplan.outputs.vocabulary import framework_view
@@ -128,7 +131,9 @@ def finish_solve(
     """Simulate the result's plan, write the run folder, print the summary; the exit code."""
     trace = problem.simulator.simulate(result.plan) if result.plan is not None else None
     written = write_run_folder(problem, result, trace, out, copy)
-    print_solve_summary(result, written)
+    spans = pool_spans(problem.instance.pools)
+    memory = memory_lines(trace, spans, gigabytes) if trace is not None and spans else []
+    print_solve_summary(result, written, memory)
     if result.status.has_plan:
         return EXIT_OK
     if result.status is Status.INFEASIBLE:
@@ -164,7 +169,12 @@ def write_run_folder(
             bundle.write_json("trace.json", trace.to_json())
             bundle.write_json(
                 "trace.perfetto.json",
-                perfetto_trace(trace, instance.layout_hardware, instance_name=instance.name),
+                perfetto_trace(
+                    trace,
+                    instance.layout_hardware,
+                    instance_name=instance.name,
+                    pools=instance.pools,
+                ),
             )
             bundle.write_with(
                 "gantt.png",
@@ -175,14 +185,15 @@ def write_run_folder(
                     instance_name=instance.name,
                     status=result.status.value,
                     step_time=result.step_time,
+                    pools=instance.pools,
                 ),
             )
         bundle.write_text("report.html", html_report(bundle, problem, result, trace))
         return bundle.commit()
 
 
-def print_solve_summary(result: Result, written: list[str]) -> None:
-    """Status, step time, score, bound and the files written."""
+def print_solve_summary(result: Result, written: list[str], memory: Sequence[str] = ()) -> None:
+    """Status, step time, score, bound, ``memory`` (the per-pool lines) and the files written."""
     print(f"status       {result.describe_status()} ({result.solver}, {result.wall_time:.2f} s)")
     if result.message:
         print(f"note         {result.message}")
@@ -209,6 +220,8 @@ def print_solve_summary(result: Result, written: list[str]) -> None:
         print(
             f"bound        {result.bound_step:.4f} s per step ({what} {result.bound:.4f} s){shown}"
         )
+    for line in memory:
+        print(line)
     print("wrote " + ", ".join(written))
 
 

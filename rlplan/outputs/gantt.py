@@ -2,7 +2,9 @@
 
 Colour tells the vertex, hatching the step; a run's wake, sleep, onload and
 offload (docs/simulator.md) are drawn lighter beside its compute; dotted and
-dashed lines mark node and rack boundaries on the GPU axis. The legend sits outside the axes and the
+dashed lines mark node and rack boundaries on the GPU axis; with GPU pools a
+solid line marks each pool boundary and each pool's name labels its rows
+(docs/outputs.md#gpu-pools). The legend sits outside the axes and the
 title carries the plan's status and step time. A run is labelled only where its
 label fits inside its rectangle without touching another label. CPU stages
 (a rule reward, ``reward.rule``) are drawn on a row of their own, ``CPU``,
@@ -13,10 +15,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rlplan.outputs.pool_groups import PoolSpan, pool_spans
 from rlplan.rpeg.evaluation.simulator import RUN_KINDS, Trace
 from rlplan.rpeg.schema.hardware import Hardware
+from rlplan.rpeg.schema.pools import Pool
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
@@ -29,6 +35,8 @@ STEP_HATCHES = ("", "///", "\\\\\\", "xxx", "...", "+++", "ooo", "---")
 
 #: Artist ids of the boundary lines (for callers and tests that look for them).
 NODE_BOUNDARY, RACK_BOUNDARY = "node-boundary", "rack-boundary"
+#: Artist ids of the line between two GPU pools and of a pool's name on the GPU axis.
+POOL_BOUNDARY, POOL_LABEL = "pool-boundary", "pool-label"
 #: Artist id of the line above the CPU row, and the row's tick label.
 CPU_ROW, CPU_LABEL = "cpu-row", "CPU"
 
@@ -41,6 +49,7 @@ _MAX_TICKS = 16
 #: Line styles of the node and rack boundaries (on the axes and in the legend).
 _NODE_STYLE = {"color": "0.35", "linewidth": 0.6, "linestyle": ":"}
 _RACK_STYLE = {"color": "black", "linewidth": 1.4, "linestyle": "--"}
+_POOL_STYLE = {"color": "tab:red", "linewidth": 2.0, "linestyle": "-"}
 
 
 def _boundaries(hardware: Hardware) -> tuple[list[int], list[int]]:
@@ -92,6 +101,7 @@ def gantt_figure(
     instance_name: str = "",
     status: str | None = None,
     step_time: float | None = None,
+    pools: Sequence[Pool] = (),
 ) -> Figure:
     """Draw the compute runs of ``trace`` over the GPUs of ``hardware``.
 
@@ -108,6 +118,9 @@ def gantt_figure(
         trace's memory feasibility.
     step_time
         Step time in seconds for the title; by default the trace's.
+    pools
+        The instance's pools; with more than one, their boundaries are drawn
+        and their names label their rows.
 
     Returns
     -------
@@ -123,6 +136,11 @@ def gantt_figure(
     colour = _vertex_colours(names)
     nodes, racks = _boundaries(hardware)
     handles = _legend_handles(names, colour, sorted({event.step for event in runs}), hardware)
+    spans = pool_spans(pools)
+    if spans:
+        from matplotlib.lines import Line2D
+
+        handles.append(Line2D([], [], **_POOL_STYLE, label="pool boundary"))
     switches = sorted(
         {e.kind for e in runs if e.kind not in ("compute", "cpu")}, key=RUN_KINDS.index
     )
@@ -149,6 +167,7 @@ def gantt_figure(
         axes.axhline(position, **_RACK_STYLE, gid=RACK_BOUNDARY, zorder=3)
     if cpu_row:
         axes.axhline(hardware.num_gpus, color="black", linewidth=1.0, gid=CPU_ROW, zorder=3)
+    _draw_pools(axes, spans)
     _set_axes(axes, trace, hardware, _title(trace, instance_name, status, step_time), cpu_row)
     axes.legend(
         handles=handles,
@@ -161,6 +180,28 @@ def gantt_figure(
     )
     _label_runs(figure, axes, rectangles)
     return figure
+
+
+def _draw_pools(axes: Axes, spans: tuple[PoolSpan, ...]) -> None:
+    """A line at each pool boundary and each pool's name at the left of its rows."""
+    for span in spans[1:]:
+        axes.axhline(span.first, **_POOL_STYLE, gid=POOL_BOUNDARY, zorder=3)
+    transform = axes.get_yaxis_transform()  # x in axes fractions, y in GPU rows
+    for span in spans:
+        label = axes.text(
+            0.005,
+            span.first + 0.1,
+            f"pool {span.name}",
+            transform=transform,
+            ha="left",
+            va="top",
+            fontsize=8,
+            color=_POOL_STYLE["color"],
+            zorder=5,
+            gid=POOL_LABEL,
+            bbox={"facecolor": "white", "alpha": 0.8, "linewidth": 0, "pad": 1.0},
+        )
+        label.set_in_layout(False)
 
 
 def _vertex_colours(names: list[str]) -> dict[str, Any]:
@@ -314,9 +355,15 @@ def write_gantt(
     instance_name: str = "",
     status: str | None = None,
     step_time: float | None = None,
+    pools: Sequence[Pool] = (),
 ) -> None:
     """Draw the compute runs of ``trace`` (see :func:`gantt_figure`) and save a PNG to ``path``."""
     figure = gantt_figure(
-        trace, hardware, instance_name=instance_name, status=status, step_time=step_time
+        trace,
+        hardware,
+        instance_name=instance_name,
+        status=status,
+        step_time=step_time,
+        pools=pools,
     )
     figure.savefig(path, dpi=110, format="png")

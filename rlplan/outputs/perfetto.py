@@ -10,7 +10,9 @@ document the Chrome and Perfetto JSON importers follow): ``{"traceEvents":
   ``args``;
 * each GPU is a thread (track) of a process per node, or, on clusters of
   more than ``max_gpu_tracks`` GPUs, each block a thread of one process, so
-  the file stays small and readable;
+  the file stays small and readable; with GPU pools the nodes are each
+  pool's, the processes carry the pool's name and blocks get one process
+  per pool;
 * a run's wake, sleep, onload and offload (docs/simulator.md) are complete
   events of their own on the run's GPUs, named ``<vertex> <kind>`` and of
   category ``<kind>`` (the compute is category ``run``);
@@ -32,13 +34,15 @@ thread goes to a further thread of the same name with a ``(2)``, ``(3)``,
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rlplan.outputs.files import write_json
+from rlplan.outputs.pool_groups import PoolSpan, pool_spans, span_of
 from rlplan.rpeg.evaluation.simulator import EDGE_KINDS, Event, Trace
 from rlplan.rpeg.schema.hardware import Hardware
+from rlplan.rpeg.schema.pools import Pool
 
 #: Clusters with more GPUs than this get one track per block instead of per GPU.
 MAX_GPU_TRACKS = 64
@@ -155,6 +159,7 @@ def perfetto_trace(
     *,
     instance_name: str = "",
     max_gpu_tracks: int = MAX_GPU_TRACKS,
+    pools: Sequence[Pool] = (),
 ) -> dict[str, Any]:
     """The trace as a Chrome trace-event JSON object.
 
@@ -169,6 +174,11 @@ def perfetto_trace(
     max_gpu_tracks
         Up to this many GPUs, one track per GPU grouped by node; beyond,
         one track per block.
+    pools
+        The instance's pools (:attr:`Instance.pools
+        <rlplan.rpeg.schema.instance.Instance.pools>`); with more than one,
+        nodes are each pool's and processes are named after their pool
+        (``pool fast rack 0 node 0``, ``pool fast blocks (16 GPUs)``).
 
     Returns
     -------
@@ -181,22 +191,13 @@ def perfetto_trace(
     runs = [event for event in trace.events if event.kind not in (*EDGE_KINDS, "cpu")]
     transfers = [event for event in trace.events if event.kind in EDGE_KINDS]
     stages = [event for event in trace.events if event.kind == "cpu"]
-    node_pid: dict[int, int] = {}
+    spans = pool_spans(pools)
     if per_gpu:
-        for gpu in range(hardware.num_gpus):
-            node = gpu // hardware.gpus_per_node
-            if node not in node_pid:
-                node_pid[node] = len(node_pid) + 1
-                rack, in_rack = divmod(node, hardware.nodes_per_rack)
-                builder.process(node_pid[node], f"rack {rack} node {in_rack}")
-            builder.track(node_pid[node], gpu, f"GPU {gpu}", gpu)
-        transfer_pid = len(node_pid) + 1
+        gpu_pid = _gpu_processes(builder, hardware, spans)
+        transfer_pid = max(gpu_pid.values(), default=0) + 1
     else:
-        blocks = sorted({tuple(event.gpus) for event in runs}, key=lambda g: (g[0], -len(g)))
-        builder.process(1, f"blocks ({hardware.num_gpus} GPUs)")
-        for order, gpus in enumerate(blocks):
-            builder.track(1, gpus, f"GPUs {gpu_span(gpus)}", order)
-        transfer_pid = 2
+        block_pid = _block_processes(builder, hardware, spans, runs)
+        transfer_pid = max(len(spans), 1) + 1
     for event in sorted(runs, key=lambda e: (e.start, e.end, e.vertex, e.step)):
         start, end = _ns(event.start), _ns(event.end)
         args = _run_args(event)
@@ -205,10 +206,10 @@ def perfetto_trace(
         category = "run" if compute else event.kind
         if per_gpu:
             for gpu in event.gpus:
-                pid = node_pid[gpu // hardware.gpus_per_node]
-                builder.complete(pid, gpu, name, category, start, end, args)
+                builder.complete(gpu_pid[gpu], gpu, name, category, start, end, args)
         else:
-            builder.complete(1, tuple(event.gpus), name, category, start, end, args)
+            gpus = tuple(event.gpus)
+            builder.complete(block_pid[gpus], gpus, name, category, start, end, args)
     if transfers:
         builder.process(transfer_pid, "transfers")
         edges: dict[tuple[str, str], int] = {}
@@ -241,8 +242,46 @@ def perfetto_trace(
             "k_eval": trace.k_eval,
             "gpus": hardware.num_gpus,
             "tracks": "per GPU" if per_gpu else "per block",
+            **({"pools": {span.name: gpu_span(span.gpus) for span in spans}} if spans else {}),
         },
     }
+
+
+def _gpu_processes(
+    builder: _Builder, hardware: Hardware, spans: tuple[PoolSpan, ...]
+) -> dict[int, int]:
+    """One process per node (per pool's node with pools), one track per GPU; GPU -> pid."""
+    gpu_pid: dict[int, int] = {}
+    node_pid: dict[tuple[int, int], int] = {}
+    for gpu in range(hardware.num_gpus):
+        span = span_of(spans, gpu) if spans else None
+        shape = hardware if span is None else span.pool.hardware
+        first = 0 if span is None else span.first
+        key = (first, (gpu - first) // shape.gpus_per_node)
+        if key not in node_pid:
+            node_pid[key] = len(node_pid) + 1
+            rack, in_rack = divmod(key[1], shape.nodes_per_rack)
+            pool = "" if span is None else f"pool {span.name} "
+            builder.process(node_pid[key], f"{pool}rack {rack} node {in_rack}")
+        gpu_pid[gpu] = node_pid[key]
+        builder.track(gpu_pid[gpu], gpu, f"GPU {gpu}", gpu)
+    return gpu_pid
+
+
+def _block_processes(
+    builder: _Builder, hardware: Hardware, spans: tuple[PoolSpan, ...], runs: list[Event]
+) -> dict[tuple[int, ...], int]:
+    """One process of blocks (one per pool with pools), one track per block; block -> pid."""
+    blocks = sorted({tuple(event.gpus) for event in runs}, key=lambda g: (g[0], -len(g)))
+    if not spans:
+        builder.process(1, f"blocks ({hardware.num_gpus} GPUs)")
+    for index, span in enumerate(spans):
+        builder.process(index + 1, f"pool {span.name} blocks ({len(span.gpus)} GPUs)")
+    block_pid = {}
+    for order, gpus in enumerate(blocks):
+        block_pid[gpus] = 1 + (spans.index(span_of(spans, gpus[0])) if spans else 0)
+        builder.track(block_pid[gpus], gpus, f"GPUs {gpu_span(gpus)}", order)
+    return block_pid
 
 
 def _cpu_stages(builder: _Builder, stages: list[Event], pid: int) -> None:
@@ -266,9 +305,10 @@ def write_perfetto(
     *,
     instance_name: str = "",
     max_gpu_tracks: int = MAX_GPU_TRACKS,
+    pools: Sequence[Pool] = (),
 ) -> None:
     """Write :func:`perfetto_trace` to ``path`` atomically (open it in ui.perfetto.dev)."""
     document = perfetto_trace(
-        trace, hardware, instance_name=instance_name, max_gpu_tracks=max_gpu_tracks
+        trace, hardware, instance_name=instance_name, max_gpu_tracks=max_gpu_tracks, pools=pools
     )
     write_json(os.fspath(path), document)

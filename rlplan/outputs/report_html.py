@@ -7,6 +7,7 @@ from typing import Any
 from rlplan.outputs.framework_section import framework_section
 from rlplan.outputs.framework_space import framework_space_section
 from rlplan.outputs.html_page import HtmlReport
+from rlplan.outputs.pool_groups import PoolSpan, pool_memory, pool_spans
 from rlplan.outputs.report_md import colocation_seconds
 from rlplan.outputs.time_parts_section import time_parts_html, time_parts_section
 from rlplan.outputs.vocabulary import framework_view, reward_rule_view
@@ -19,13 +20,15 @@ from rlplan.solvers.result import Result
 from rlplan.solvers.staleness import describe_staleness
 
 
-def memory_groups(peaks: tuple[float, ...] | list[float]) -> list[tuple[str, str]]:
+def memory_groups(peaks: tuple[float, ...] | list[float], first: int = 0) -> list[tuple[str, str]]:
     """Consecutive GPUs with the same shown peak merged: ``("GPUs 0-7", "61.20 GB")``.
 
     Parameters
     ----------
     peaks
-        Peak memory per GPU in bytes, by flat GPU index.
+        Peak memory per GPU in bytes, by flat GPU index from ``first``.
+    first
+        Flat index of the first GPU of ``peaks`` (a pool's first GPU).
     """
     groups: list[tuple[str, str]] = []
     shown = [f"{peak / 1e9:.2f} GB" for peak in peaks]
@@ -33,9 +36,8 @@ def memory_groups(peaks: tuple[float, ...] | list[float]) -> list[tuple[str, str
     for gpu in range(1, len(shown) + 1):
         if gpu < len(shown) and shown[gpu] == shown[start]:
             continue
-        groups.append(
-            (f"GPU {start}" if gpu - 1 == start else f"GPUs {start}-{gpu - 1}", shown[start])
-        )
+        low, high = first + start, first + gpu - 1
+        groups.append((f"GPU {low}" if high == low else f"GPUs {low}-{high}", shown[start]))
         start = gpu
     return groups
 
@@ -130,9 +132,7 @@ def render_html_report(
         _placement(report, problem, result)
         time_parts_html(report, time_parts_section(problem, result.plan))
         _framework(report, framework_view(problem, result.plan, trace))
-        report.heading("Memory per GPU")
-        report.paragraph(f"Usable capacity {trace.capacity_bytes / 1e9:.2f} GB per GPU.")
-        report.table(("GPUs", "peak"), [list(g) for g in memory_groups(trace.peak_memory_bytes)])
+        _memory(report, trace, pool_spans(problem.instance.pools))
         _colocation(report, trace)
     if gantt_png is not None:
         report.heading("Gantt chart")
@@ -174,6 +174,34 @@ def _framework_space(report: HtmlReport, result: Result) -> None:
         report.items(section.needs)
         report.paragraph("The rules it breaks:")
         report.items(section.broken)
+
+
+def _pools(report: HtmlReport, spans: tuple[PoolSpan, ...]) -> None:
+    """The table of the pools: GPUs, shape, GPU type and price (docs/outputs.md#gpu-pools)."""
+    report.table(
+        ("pool", "GPUs", "shape", "GPU type", "price"),
+        [
+            [span.name, f"{span.first}-{span.end - 1}", span.shape(), span.gpu_type, span.price]
+            for span in spans
+        ],
+    )
+
+
+def _memory(report: HtmlReport, trace: Trace, spans: tuple[PoolSpan, ...]) -> None:
+    """The "Memory per GPU" section: one capacity and table, or one of each per pool."""
+    report.heading("Memory per GPU")
+    if not spans:
+        report.paragraph(f"Usable capacity {trace.capacity_bytes / 1e9:.2f} GB per GPU.")
+        report.table(("GPUs", "peak"), [list(g) for g in memory_groups(trace.peak_memory_bytes)])
+        return
+    for span in spans:
+        peak, capacity = pool_memory(trace, span)
+        report.heading(f"Pool {span.name}", level=3)
+        report.paragraph(
+            f"Usable capacity {capacity / 1e9:.2f} GB per GPU, peak {peak / 1e9:.2f} GB."
+        )
+        peaks = trace.peak_memory_bytes[span.first : span.end]
+        report.table(("GPUs", "peak"), [list(g) for g in memory_groups(peaks, span.first)])
 
 
 def _colocation(report: HtmlReport, trace: Trace) -> None:
@@ -220,6 +248,7 @@ def _placement(report: HtmlReport, problem: Problem, result: Result) -> None:
     assert result.plan is not None
     plan, directory = result.plan, problem.directory.for_plan(result.plan)
     pins = problem.instance.placement.pin
+    spans = pool_spans(problem.instance.pools)
     counted = _counted(plan)
     rows = []
     for index, (vertex, placement) in enumerate(
@@ -227,8 +256,10 @@ def _placement(report: HtmlReport, problem: Problem, result: Result) -> None:
     ):
         strategy = placement.strategy
         candidate = directory.candidate(index, placement.block.extent, strategy)
+        pool = [spans[placement.block.pool].name] if spans else []
         rows.append(
             [
+                *pool,
                 vertex.name,
                 placement.block.label(),
                 strategy.dp,
@@ -252,10 +283,18 @@ def _placement(report: HtmlReport, problem: Problem, result: Result) -> None:
         blank = [None] * (len(counted) + 1)
         where = f"CPU, {rule['workers']} worker{'s' if rule['workers'] > 1 else ''}"
         run_time = f"{rule['seconds_per_step']:.4f} s"
-        rows.append([rule["stage"], where, None, None, None, None, *blank, run_time, None, None])
+        pool = [None] if spans else []
+        rows.append([*pool, rule["stage"], where, None, None, None, None, *blank, run_time])
+        rows[-1] += [None, None]
     report.heading("Placement")
+    if spans:
+        _pools(report, spans)
+        # Rows by pool (stable: template order inside a pool), the CPU stage last.
+        names = [span.name for span in spans]
+        rows.sort(key=lambda row: len(names) if row[0] is None else names.index(row[0]))
     report.table(
         (
+            *(["pool"] if spans else []),
             "vertex",
             "block",
             "dp",

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from rlplan.outputs.framework_space import framework_space_section
+from rlplan.outputs.pool_groups import PoolSpan, pool_memory, pool_spans, span_of
 from rlplan.outputs.time_parts_section import time_parts_markdown, time_parts_section
 from rlplan.outputs.vocabulary import framework_markdown, framework_view, reward_rule_view
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
+from rlplan.rpeg.model.plan import Plan
 from rlplan.rpeg.schema.geometry import plan_space_note
 from rlplan.rpeg.schema.pools import cluster_words
 from rlplan.solvers.result import Result
@@ -64,13 +66,15 @@ def colocation_seconds(trace: Trace) -> list[tuple[str, str, float]]:
     return [(vertex, kind, totals[(vertex, kind)] / trace.k_eval) for vertex, kind in keys]
 
 
-def memory_rows(peaks: tuple[float, ...] | list[float]) -> list[str]:
+def memory_rows(peaks: tuple[float, ...] | list[float], first: int = 0) -> list[str]:
     """Rows of the per-GPU memory table, consecutive GPUs with the same shown peak merged.
 
     Parameters
     ----------
     peaks
-        Peak memory per GPU in bytes, by flat GPU index.
+        Peak memory per GPU in bytes, by flat GPU index from ``first``.
+    first
+        Flat index of the first GPU of ``peaks`` (a pool's first GPU).
 
     Returns
     -------
@@ -83,7 +87,8 @@ def memory_rows(peaks: tuple[float, ...] | list[float]) -> list[str]:
     for gpu in range(1, len(shown) + 1):
         if gpu < len(shown) and shown[gpu] == shown[start]:
             continue
-        gpus = f"GPU {start}" if gpu - 1 == start else f"GPUs {start}-{gpu - 1}"
+        low, high = first + start, first + gpu - 1
+        gpus = f"GPU {low}" if high == low else f"GPUs {low}-{high}"
         rows.append(f"| {gpus} | {shown[start]} |")
         start = gpu
     return rows
@@ -146,31 +151,13 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
     lines += framework_space_markdown(result)
     if result.plan is None or trace is None:
         return "\n".join(lines) + "\n"
-    plan, directory = result.plan, problem.directory.for_plan(result.plan)
-    lines += [
-        "",
-        "## Placement",
-        "",
-        "| vertex | block | GPUs | dp | pp | tp | microbatches | run time "
-        "| memory per GPU (alone) | pinned |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    plan = result.plan
+    spans = pool_spans(instance.pools)
+    lines += ["", "## Placement", ""]
+    if spans:
+        lines += [*pool_table(spans), ""]
+    lines += placement_rows(problem, plan, spans)
     pins = instance.placement.pin
-    for index, (vertex, placement) in enumerate(
-        zip(directory.template.vertices, plan.placements, strict=True)
-    ):
-        strategy = placement.strategy
-        candidate = directory.candidate(index, placement.block.extent, strategy)
-        block = placement.block
-        pool = directory.cluster.pool_name(block) if directory.cluster.pooled else None
-        where = "" if pool is None else f"pool {pool} "
-        lines.append(
-            f"| {vertex.name} | {where}origin {list(block.origin)} extent {list(block.extent)} | "
-            f"{block.label()} | {strategy.dp} | {strategy.pp} | {strategy.tp} | "
-            f"{strategy.microbatches} | {candidate.time:.4f} s | {candidate.memory / 1e9:.2f} GB | "
-            f"{', '.join(sorted(pins.pinned_fields(vertex.name))) or '—'} |"
-        )
-    lines += _rule_rows(problem.for_plan(plan))
     lines += ["", "## Staleness", ""]
     lines += [
         f"- {model}: {value}" + (" (pinned)" if pins.staleness_of(model) is not None else "")
@@ -182,14 +169,76 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
         "",
         "## Memory per GPU",
         "",
-        f"Usable capacity {trace.capacity_bytes / 1e9:.2f} GB per GPU.",
-        "",
-        "| GPUs | peak |",
-        "|---|---|",
-        *memory_rows(trace.peak_memory_bytes),
+        *memory_markdown(trace, spans),
     ]
     lines += colocation_markdown(trace)
     return "\n".join(lines) + "\n"
+
+
+def pool_table(spans: tuple[PoolSpan, ...]) -> list[str]:
+    """The table of the pools: GPUs, shape, GPU type and price (docs/outputs.md#gpu-pools)."""
+    lines = ["| pool | GPUs | shape | GPU type | price |", "|---|---|---|---|---|"]
+    for span in spans:
+        gpus = f"gpus {span.first}-{span.end - 1}" if len(span.gpus) > 1 else f"gpu {span.first}"
+        lines.append(f"| {span.name} | {gpus} | {span.shape()} | {span.gpu_type} | {span.price} |")
+    return lines
+
+
+def placement_rows(problem: Problem, plan: Plan, spans: tuple[PoolSpan, ...]) -> list[str]:
+    """The placement table; with pools a ``pool`` column first and the rows by pool."""
+    directory, pins = problem.directory.for_plan(plan), problem.instance.placement.pin
+    head = "| pool " if spans else ""
+    lines = [
+        f"{head}| vertex | block | GPUs | dp | pp | tp | microbatches | run time "
+        "| memory per GPU (alone) | pinned |",
+        "|---" * (11 if spans else 10) + "|",
+    ]
+    rows = []
+    for index, (vertex, placement) in enumerate(
+        zip(directory.template.vertices, plan.placements, strict=True)
+    ):
+        strategy, block = placement.strategy, placement.block
+        candidate = directory.candidate(index, block.extent, strategy)
+        pool = f"| {span_of(spans, block.start).name} " if spans else ""
+        rows.append(
+            (
+                block.pool if spans else 0,
+                f"{pool}| {vertex.name} | origin {list(block.origin)} extent "
+                f"{list(block.extent)} | {block.label()} | {strategy.dp} | {strategy.pp} | "
+                f"{strategy.tp} | {strategy.microbatches} | {candidate.time:.4f} s | "
+                f"{candidate.memory / 1e9:.2f} GB | "
+                f"{', '.join(sorted(pins.pinned_fields(vertex.name))) or '—'} |",
+            )
+        )
+    lines += [row for _, row in sorted(rows, key=lambda item: item[0])]
+    cpu = "| — " if spans else ""
+    return lines + [cpu + row for row in _rule_rows(problem.for_plan(plan))]
+
+
+def memory_markdown(trace: Trace, spans: tuple[PoolSpan, ...]) -> list[str]:
+    """The memory section's body: one capacity and table, or one of each per pool."""
+    if not spans:
+        return [
+            f"Usable capacity {trace.capacity_bytes / 1e9:.2f} GB per GPU.",
+            "",
+            "| GPUs | peak |",
+            "|---|---|",
+            *memory_rows(trace.peak_memory_bytes),
+        ]
+    lines = []
+    for span in spans:
+        peak, capacity = pool_memory(trace, span)
+        lines += [
+            f"### Pool {span.name}",
+            "",
+            f"Usable capacity {capacity / 1e9:.2f} GB per GPU, peak {peak / 1e9:.2f} GB.",
+            "",
+            "| GPUs | peak |",
+            "|---|---|",
+            *memory_rows(trace.peak_memory_bytes[span.first : span.end], span.first),
+            "",
+        ]
+    return lines[:-1]
 
 
 def framework_space_markdown(result: Result) -> list[str]:

@@ -37,11 +37,15 @@ def _workload(instance: Instance) -> dict[str, Any]:
 
 def _hardware(instance: Instance) -> dict[str, Any]:
     """The hardware's content: with ``hardware.pools`` every pool (name, price, hardware)
-    and the link between them; a one-type section as it always was."""
+    and the link between them; a one-type section as it always was. A pool's preset
+    name is left out: its figures are in the hardware, the name only labels reports."""
     if not instance.hardware_pools:
         return dataclasses.asdict(instance.hardware)
     return {
-        "pools": [dataclasses.asdict(pool) for pool in instance.hardware_pools],
+        "pools": [
+            {key: value for key, value in dataclasses.asdict(pool).items() if key != "preset"}
+            for pool in instance.hardware_pools
+        ],
         "inter_pool": (
             None if instance.inter_pool is None else dataclasses.asdict(instance.inter_pool)
         ),

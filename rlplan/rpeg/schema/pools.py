@@ -84,11 +84,15 @@ class Pool:
     price_per_gpu_hour
         Price of one GPU for one hour (any currency, the same for all
         pools); None when not given.
+    preset
+        The GPU preset the pool names (``hardware.pools[i].preset``); None
+        when its figures are written out. Reports show it as the GPU type.
     """
 
     name: str | None
     hardware: Hardware
     price_per_gpu_hour: float | None = None
+    preset: str | None = None
 
 
 @dataclass(frozen=True)
@@ -180,7 +184,8 @@ def _parse_pool(raw: Any, path: str) -> Pool:
         hardware = parse_hardware(fields)
     except InstanceError as error:
         raise InstanceError(_repath(error.path, path), error.message) from None
-    return Pool(name, hardware, price)
+    preset = entry.get("preset")
+    return Pool(name, hardware, price, preset if isinstance(preset, str) else None)
 
 
 def _repath(found: str, pool: str) -> str:
