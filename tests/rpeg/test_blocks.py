@@ -58,6 +58,18 @@ def test_min_block_gpus_drops_small_blocks():
     assert min(block.size for block in cluster.blocks) == 4
 
 
+def named_gpus(cluster: Cluster, block) -> list[int]:
+    """The flat indices of the GPUs ``block``'s origin and extent name, sorted."""
+    racks, nodes, gpus = block.extent
+    r0, n0, g0 = block.origin
+    return sorted(
+        cluster.flat_index(r0 + r, n0 + n, g0 + g)
+        for r in range(racks)
+        for n in range(nodes)
+        for g in range(gpus)
+    )
+
+
 def _expected_count(racks: int, nodes: int, gpus: int) -> int:
     # per node (2G-1) power-of-two ranges; per rack (N-1) node groups of >= 2 nodes;
     # (R-1) rack groups of >= 2 racks (all sizes powers of two, whole cluster included)
@@ -72,16 +84,8 @@ def test_blocks_are_aligned_contiguous_and_laminar(shape):
     blocks = cluster.blocks
     assert len(blocks) == _expected_count(*shape)
     for block in blocks:
-        racks, nodes, gpus = block.extent
-        r0, n0, g0 = block.origin
-        flat = sorted(
-            cluster.flat_index(r0 + r, n0 + n, g0 + g)
-            for r in range(racks)
-            for n in range(nodes)
-            for g in range(gpus)
-        )
         # contiguous: the GPUs of origin+extent are exactly start..end-1
-        assert flat == list(block.gpus())
+        assert named_gpus(cluster, block) == list(block.gpus())
         # aligned: power-of-two sizes start at a multiple of their size
         assert block.size & (block.size - 1) == 0
         assert block.start % block.size == 0
