@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 
 from rlplan.cli.common import check_count, check_solve_flag, default_out, default_workers
 from rlplan.cli.run_folder import instance_argument
 from rlplan.compare.pareto import ParetoSettings, run_pareto
+from rlplan.compare.pareto_mix import MAX_MIXES, MixBudget, MixSettings, run_pareto_mix
 from rlplan.compare.runner import BenchmarkSettings, run_benchmark
 from rlplan.compare.shapes import parse_counts
 from rlplan.compare.suite import DEFAULT_SUITE, load_suite
@@ -17,7 +19,7 @@ from rlplan.compare.variants import RunSettings
 from rlplan.outputs.files import check_output_folder
 from rlplan.rpeg.errors import InputError
 from rlplan.rpeg.schema.instance import load_instance
-from rlplan.rpeg.schema.limits import MAX_THREADS
+from rlplan.rpeg.schema.limits import MAX_GPUS, MAX_THREADS
 
 
 def command_compare(args: argparse.Namespace) -> int:
@@ -75,14 +77,73 @@ def _instance_stem(path: str) -> str:
 
 
 def command_pareto(args: argparse.Namespace) -> int:
-    """Solve the instance per cluster size and GPU type; write the Pareto frontier."""
-    counts = parse_counts(args.gpus)
+    """Solve the instance per cluster size and GPU type, or per pool mix; write the frontier."""
+    budget = mix_budget(args)
+    counts = parse_counts(args.gpus) if budget is None else None
     args.instance = instance_argument(args.instance)
     if args.gpu_types is not None and not os.path.isfile(args.gpu_types):
         raise InputError("--gpu-types", f"{args.gpu_types}: no such file")
     out = args.out or default_out("pareto-" + _instance_stem(args.instance))
+    if budget is not None:
+        mix = MixSettings(args.instance, args.gpu_types, budget, out, run_settings(args))
+        return run_pareto_mix(mix)
     settings = ParetoSettings(args.instance, counts, args.gpu_types, out, run_settings(args))
     return run_pareto(settings)
+
+
+def mix_budget(args: argparse.Namespace) -> MixBudget | None:
+    """The pool-mix budget of ``pareto``, or None for the GPU-count form.
+
+    Raises
+    ------
+    InputError
+        Naming the option: both or neither of ``--gpus`` and a budget, both
+        budgets, a budget that is not a positive number, a total that is not
+        a positive whole number, ``--max-mixes`` without a budget or out of
+        range, or a budget without ``--gpu-types``.
+    """
+    per_hour, total = args.budget_per_hour, args.total_gpus
+    if per_hour is None and total is None:
+        if args.max_mixes is not None:
+            raise InputError("--max-mixes", "only with --budget-per-hour or --total-gpus")
+        if args.gpus is None:
+            raise InputError(
+                "--gpus",
+                "give --gpus COUNTS, or --budget-per-hour X or --total-gpus N for pool mixes",
+            )
+        return None
+    if per_hour is not None and total is not None:
+        raise InputError("--total-gpus", "give --budget-per-hour or --total-gpus, not both")
+    option = "--budget-per-hour" if per_hour is not None else "--total-gpus"
+    if args.gpus is not None:
+        raise InputError("--gpus", f"not with {option}: pool mixes choose their GPU counts")
+    if args.gpu_types is None:
+        raise InputError("--gpu-types", f"{option} needs a GPU types file with prices")
+    max_mixes = MAX_MIXES
+    if args.max_mixes is not None:
+        max_mixes = _whole(args.max_mixes, "--max-mixes", 10_000)
+    if per_hour is not None:
+        try:
+            value = float(per_hour)
+        except ValueError:
+            value = float("nan")
+        if not (value > 0 and math.isfinite(value)):
+            raise InputError(
+                "--budget-per-hour",
+                f"must be a positive number (currency units per hour), got {per_hour!r}",
+            )
+        return MixBudget(per_hour=value, max_mixes=max_mixes)
+    return MixBudget(total_gpus=_whole(total, "--total-gpus", MAX_GPUS), max_mixes=max_mixes)
+
+
+def _whole(text: str, option: str, most: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError(option, f"must be a whole number, got {text!r}") from None
+    if not 1 <= value <= most:
+        raise InputError(option, f"must be between 1 and {most}, got {value}")
+    return value
 
 
 def command_sweep(args: argparse.Namespace) -> int:

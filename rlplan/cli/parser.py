@@ -229,17 +229,36 @@ def _explore_options(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def add_pareto(commands: argparse._SubParsersAction) -> None:
-    """``pareto INSTANCE --gpus COUNTS``."""
+    """``pareto INSTANCE --gpus COUNTS`` or ``--budget-per-hour X`` / ``--total-gpus N``."""
     pareto = commands.add_parser(
         "pareto", help="frontier of cluster size, GPU type and cost per step against step time"
     )
     _explore_options(pareto, "point")
-    pareto.add_argument("--gpus", required=True, help="comma-separated GPU counts, e.g. 8,16,32,64")
+    pareto.add_argument(
+        "--gpus",
+        help="comma-separated GPU counts, e.g. 8,16,32,64 (or --budget-per-hour / --total-gpus)",
+    )
     pareto.add_argument(
         "--gpu-types",
         metavar="FILE",
         help="YAML list of GPU types: name, preset or hardware, price_per_gpu_hour "
         "(default: the instance's hardware, no price)",
+    )
+    pareto.add_argument(
+        "--budget-per-hour",
+        metavar="X",
+        help="pool mixes of the --gpu-types types whose hourly price is at most X "
+        "(currency units of the prices)",
+    )
+    pareto.add_argument(
+        "--total-gpus",
+        metavar="N",
+        help="pool mixes of the --gpu-types types of at most N GPUs",
+    )
+    pareto.add_argument(
+        "--max-mixes",
+        metavar="N",
+        help="the most pool mixes to solve (default 100)",
     )
     _handled_by(pareto, "explore", "command_pareto")
 

@@ -39,14 +39,15 @@ class Objectives:
     Attributes
     ----------
     gpus
-        GPUs used.
+        GPUs used; None leaves them out of the comparison (pool mixes at a
+        budget, :mod:`rlplan.compare.pareto_mix`).
     step_time
         Simulated step time (s); None without a plan.
     cost
         Cost per step (currency units); None without a price or a plan.
     """
 
-    gpus: float
+    gpus: float | None
     step_time: float | None
     cost: float | None = None
 
@@ -103,7 +104,7 @@ def dominated_by(points: Sequence[Objectives]) -> list[int | None]:
     """
     order = sorted(
         range(len(points)),
-        key=lambda i: (points[i].gpus, points[i].step_time or float("inf")),
+        key=lambda i: (points[i].gpus or 0, points[i].step_time or float("inf")),
     )
     result: list[int | None] = []
     for b in points:

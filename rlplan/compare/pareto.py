@@ -7,7 +7,14 @@ kept and nodes grow before racks; a one-node instance grows in nodes of one
 rack) and solved with ``auto``; the points run in parallel on the ``compare``
 executors. The
 non-dominated set is taken over (GPUs, step time, cost per step), all
-minimised (:mod:`rlplan.compare.frontier`).
+minimised (:mod:`rlplan.compare.frontier`). An instance that lists
+``hardware.pools`` is shaped from its pool 0.
+
+With ``--budget-per-hour X`` or ``--total-gpus N`` instead of ``--gpus``,
+``pareto`` explores pool mixes at that budget: every maximal mix of whole
+nodes of the ``--gpu-types`` types, one type in today's form or several as
+``hardware.pools`` (:mod:`rlplan.compare.pareto_mix`, whose docstring gives
+its ``pareto.csv`` columns and its frontier).
 
 ``pareto.csv`` columns (one row per point, appended as each finishes; a rerun
 with the same ``--out`` skips finished points and repairs a torn last row):
@@ -38,7 +45,6 @@ with the same ``--out`` skips finished points and repairs a torn last row):
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +52,8 @@ from rlplan.compare.csvlog import CsvLog
 from rlplan.compare.explore_report import write_pareto_outputs
 from rlplan.compare.frontier import Objectives, cost_per_step, dominated_by
 from rlplan.compare.gputypes import GpuType, load_gpu_types
+from rlplan.compare.mix_instances import base_hardware
+from rlplan.compare.resumable import solve_resumable
 from rlplan.compare.shapes import cluster_shape, rack_width
 from rlplan.compare.variants import (
     PLAN_STATUSES,
@@ -54,7 +62,6 @@ from rlplan.compare.variants import (
     document_text,
     load_document,
     parse_variant,
-    run_variants,
 )
 from rlplan.rpeg.errors import InputError
 from rlplan.rpeg.schema.fingerprint import instance_fingerprint
@@ -91,8 +98,6 @@ _FLOATS = (
     "time_limit_s",
     "wall_time_s",
 )
-#: Statuses that no longer time limit changes: reused on resume whatever the limit.
-_SETTLED = ("OPTIMAL", "INFEASIBLE")
 
 
 @dataclass(frozen=True)
@@ -175,7 +180,7 @@ def plan_points(
     types = gpu_types or [_default_type(instance_path)]
     points = []
     for gpu_type in types:
-        hardware = gpu_type.hardware(document["hardware"])
+        hardware = gpu_type.hardware(base_hardware(document))
         for gpus in counts:
             width = rack_width(int(hardware["racks"]), int(hardware["nodes_per_rack"]))
             shape = cluster_shape(gpus, int(hardware["gpus_per_node"]), width)
@@ -251,14 +256,6 @@ def mark_dominance(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _reusable(row: dict[str, Any], point: Point, time_limit: float) -> bool:
-    if row["fingerprint"] != point.fingerprint or row["status"] in ("ERROR", ""):
-        return False
-    if row["status"] in _SETTLED:
-        return True
-    return (row.get("time_limit_s") or 0.0) >= time_limit
-
-
 @dataclass(frozen=True)
 class ParetoSettings:
     """What ``pareto`` runs and where.
@@ -301,39 +298,16 @@ def run_pareto(settings: ParetoSettings) -> int:
     log = CsvLog(os.path.join(settings.out, "pareto.csv"), COLUMNS)
     if log.repaired:
         print(f"repaired {log.path}: dropped a row cut short by an interrupted run")
-    stored = {(row["gpu_type"], row["gpus"]): row for row in (parse_row(r) for r in log.rows())}
-    wanted = {(p.gpu_type.name, p.gpus) for p in points}
-    kept = {
-        (p.gpu_type.name, p.gpus): stored[(p.gpu_type.name, p.gpus)]
-        for p in points
-        if (p.gpu_type.name, p.gpus) in stored
-        and _reusable(stored[(p.gpu_type.name, p.gpus)], p, settings.run.time_limit)
-    }
-    others = len([key for key in stored if key not in wanted])
-    if len(kept) != len(stored):
-        log.rewrite([kept[key] for key in stored if key in kept])
-    todo = [p for p in points if (p.gpu_type.name, p.gpus) not in kept]
-    by_key = {p.key: p for p in todo}
-    note = f"; {others} stored point(s) not asked for now were set aside" if others else ""
-    print(
-        f"{len(todo)} point(s) to solve ({len(kept)} already in {log.path}{note}), "
-        f"{settings.run.time_limit:g} s each with auto"
+    rows, interrupted = solve_resumable(
+        points,
+        log,
+        settings.run,
+        lambda p: (p.gpu_type.name, p.gpus),
+        lambda row: (row["gpu_type"], row["gpus"]),
+        parse_row,
+        lambda p, record: point_row(p, record, settings.run.time_limit),
+        _point_line,
     )
-    interrupted = False
-    try:
-        for record in run_variants([p.variant for p in todo], settings.run, "pareto"):
-            point = by_key[record["key"]]
-            row = point_row(point, record, settings.run.time_limit)
-            log.append(row)
-            kept[(point.gpu_type.name, point.gpus)] = parse_row(log.rows()[-1])
-            print(_point_line(row), flush=True)
-    except KeyboardInterrupt:
-        interrupted = True
-        print(
-            "interrupted: finished points are kept; rerun the same command to resume",
-            file=sys.stderr,
-        )
-    rows = [kept[(p.gpu_type.name, p.gpus)] for p in points if (p.gpu_type.name, p.gpus) in kept]
     mark_dominance(rows)
     log.rewrite(rows)
     if rows:
