@@ -31,6 +31,9 @@ the same step is better.
 ``status`` ... ``message``  as the GPU-count form's (:mod:`rlplan.compare.pareto`);
                             ``cost_per_step`` = price per hour x step time / 3600 and
                             ``dominated_by`` names a mix
+``score_step_s``            (after ``step_time_s``) the objective per step: the step time,
+                            x (1 + lambda_stale) for an off-policy plan; ``bound_step_s``
+                            and ``gap`` are about it, so the bound may exceed the step time
 ==========================  ==============================================================
 """
 
@@ -67,6 +70,7 @@ MIX_COLUMNS = (
     "shapes",
     "status",
     "step_time_s",
+    "score_step_s",
     "bound_step_s",
     "gap",
     "cost_per_step",
@@ -82,6 +86,7 @@ _INTS = ("gpus",)
 _FLOATS = (
     "price_per_hour",
     "step_time_s",
+    "score_step_s",
     "bound_step_s",
     "gap",
     "cost_per_step",
@@ -239,6 +244,7 @@ def mix_row(point: MixPoint, record: dict, time_limit: float) -> dict[str, Any]:
         "shapes": point.shapes,
         "status": record.get("status", "ERROR"),
         "step_time_s": step if has_plan else None,
+        "score_step_s": record.get("score_step_s") if has_plan else None,
         "bound_step_s": record.get("bound_step_s"),
         "gap": record.get("gap") if has_plan else None,
         "cost_per_step": sum(
@@ -373,7 +379,8 @@ def _proof_words(row: dict[str, Any]) -> str:
 
 
 def print_mix_frontier(rows: list[dict[str, Any]], budget: str) -> None:
-    """Print the non-dominated mixes, fastest first, and the fastest mix at the budget."""
+    """Print the non-dominated mixes, fastest first, the fastest mix at the budget and how
+    the fastest mixed one compares with the fastest homogeneous one."""
     front = sorted((r for r in rows if r.get("dominated") is False), key=lambda r: r["step_time_s"])
     print("frontier by mix (step time, cost per step; * = proven optimal):")
     for row in front:
@@ -392,3 +399,14 @@ def print_mix_frontier(rows: list[dict[str, Any]], budget: str) -> None:
         f"fastest mix at {budget}: {best['mix']}, {best['step_time_s']:.4f} s/step "
         f"({_proof_words(best)}), {best['price_per_hour']:.4g} per hour"
     )
+    kinds = {
+        kind: min((r for r in planned if r["kind"] == kind), key=lambda r: r["step_time_s"])
+        for kind in ("homogeneous", "mixed")
+        if any(r["kind"] == kind for r in planned)
+    }
+    if len(kinds) == 2:
+        mixed, alone = kinds["mixed"], kinds["homogeneous"]
+        print(
+            f"fastest mixed {mixed['mix']} against fastest homogeneous {alone['mix']}: "
+            f"{alone['step_time_s'] / mixed['step_time_s']:.3f}x the steps per second"
+        )

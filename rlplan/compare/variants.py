@@ -146,7 +146,9 @@ def solve_variant(variant: Variant, time_limit: float, threads: int, seed: int) 
     dict
         ``key``, ``status``, ``message``, ``gpus``, ``shape`` (racks,
         nodes per rack, GPUs per node), ``k_eval``,
-        ``step_time_s``, ``makespan_s`` (simulated), ``bound_step_s``,
+        ``step_time_s``, ``makespan_s`` (simulated), ``score_step_s`` (the
+        objective per step: the step time x the staleness factor of an
+        off-policy plan), ``bound_step_s``,
         ``bound_makespan_s`` (proven lower bounds, or None), ``gap``,
         ``samples_per_s`` (sequences per simulated second), ``wall_time_s``,
         ``fingerprint`` (of the variant instance) and ``plan`` (the plan
@@ -176,6 +178,7 @@ def solve_variant(variant: Variant, time_limit: float, threads: int, seed: int) 
         ],
         k_eval=instance.k_eval,
         step_time_s=step,
+        score_step_s=result.score_step,
         makespan_s=result.makespan,
         bound_step_s=None if result.bound is None else result.bound / instance.k_eval,
         bound_makespan_s=result.bound,

@@ -238,7 +238,9 @@ def test_mix_run_writes_every_mix_with_status_bound_price_and_dominance(mix_run)
     for row in rows.values():
         assert row["status"] == "OPTIMAL"
         step, bound = float(row["step_time_s"]), float(row["bound_step_s"])
-        assert bound <= step
+        # staleness candidates {actor: [0]}: on-policy, so the score is the step time
+        assert float(row["score_step_s"]) == pytest.approx(step)
+        assert bound <= float(row["score_step_s"])
         cost = float(row["price_per_hour"]) * step / 3600
         assert float(row["cost_per_step"]) == pytest.approx(cost)
     on_front = {k for k, r in rows.items() if r["dominated"] == "false"}
@@ -280,6 +282,12 @@ def test_mix_rerun_resumes_by_mix_and_checks_fingerprints(mix_run, capsys):
     assert "0 point(s) to solve (3 already in" in printed
     assert "* h100:2+h20:2" in printed
     assert "fastest mix at a budget of 8 per hour: " in printed
+    alone = min(
+        (r for r in _rows(out) if r["kind"] == "homogeneous"), key=lambda r: float(r["step_time_s"])
+    )
+    mixed = next(r for r in _rows(out) if r["kind"] == "mixed")
+    ratio = float(alone["step_time_s"]) / float(mixed["step_time_s"])
+    assert f"against fastest homogeneous {alone['mix']}: {ratio:.3f}x" in printed
     path = out / "pareto.csv"
     path.write_text(path.read_text().replace(_rows(out)[1]["fingerprint"], "sha256:stale"))
     assert main.main(argv) == 0
