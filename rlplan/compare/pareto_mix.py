@@ -361,6 +361,9 @@ def _mix_line(row: dict[str, Any]) -> str:
     shown = "" if step is None else f"{step:.4f} s/step"
     bound = row.get("bound_step_s")
     proof = "" if bound is None else f" (bound {bound:.4f} s)"
+    score = row.get("score_step_s")
+    if bound is not None and step is not None and score is not None and score > step * 1.000001:
+        proof = f" (score {score:.4f} s, bound {bound:.4f} s)"
     cost = row.get("cost_per_step")
     money = "" if cost is None else f", {cost:.4g} per step"
     message = f" — {row['message']}" if row.get("message") and step is None else ""

@@ -344,3 +344,14 @@ def test_the_gpu_count_form_shapes_a_pooled_instance_from_its_pool_0():
     hardware = yaml.safe_load(point.variant.text)["hardware"]
     assert "pools" not in hardware and point.shape == (1, 2, 2)
     assert hardware["flops_per_gpu"] == 400e12  # pool "fast"
+
+
+def test_a_point_line_shows_the_score_when_the_bound_is_about_it():
+    """An off-policy plan (score = step x 1.05) shows its score beside the bound; else not."""
+    from rlplan.compare.pareto_mix import _mix_line
+
+    row = {"mix": "a:8", "status": "OPTIMAL", "step_time_s": 64.9087, "cost_per_step": 0.6}
+    off = _mix_line({**row, "score_step_s": 68.1541, "bound_step_s": 68.1522})
+    assert "64.9087 s/step (score 68.1541 s, bound 68.1522 s)" in off
+    on = _mix_line({**row, "score_step_s": 64.9087, "bound_step_s": 64.9})
+    assert "64.9087 s/step (bound 64.9000 s)" in on
