@@ -79,6 +79,7 @@ def _mix_panel(axes: Axes, rows: Sequence[dict], field: str, label: str) -> None
                 )
     else:
         axes.text(0.5, 0.5, "no mix has a plan", transform=axes.transAxes, ha="center")
+    axes.margins(x=0.15, y=0.1)  # room for the mix labels
     axes.set_xlabel(label)
     axes.set_ylabel("step time (s, simulated)")
     axes.grid(True, alpha=0.3)
