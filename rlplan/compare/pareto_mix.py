@@ -132,7 +132,7 @@ class MixBudget:
         """The budget in words, for the terminal and the report."""
         if self.per_hour is not None:
             return f"a budget of {self.per_hour:g} per hour"
-        return f"at most {self.total_gpus} GPUs"
+        return f"a total of at most {self.total_gpus} GPUs"
 
 
 @dataclass(frozen=True)
@@ -352,7 +352,7 @@ def run_pareto_mix(settings: MixSettings) -> int:
     if rows:
         written = write_mix_outputs(settings.out, settings.instance, rows, settings.budget.words())
         print("wrote " + ", ".join([log.path, *written]))
-        print_mix_frontier(rows, settings.budget.words())
+        print_mix_frontier(rows, settings.budget.words(), settings.budget.per_hour is None)
     return 130 if interrupted else 0
 
 
@@ -381,11 +381,12 @@ def _proof_words(row: dict[str, Any]) -> str:
     return "not proven: no bound"
 
 
-def print_mix_frontier(rows: list[dict[str, Any]], budget: str) -> None:
+def print_mix_frontier(rows: list[dict[str, Any]], budget: str, with_gpus: bool = False) -> None:
     """Print the non-dominated mixes, fastest first, the fastest mix at the budget and how
     the fastest mixed one compares with the fastest homogeneous one."""
     front = sorted((r for r in rows if r.get("dominated") is False), key=lambda r: r["step_time_s"])
-    print("frontier by mix (step time, cost per step; * = proven optimal):")
+    objectives = "GPUs, step time, cost per step" if with_gpus else "step time, cost per step"
+    print(f"frontier by mix ({objectives}; * = proven optimal):")
     for row in front:
         mark = "*" if row["status"] == "OPTIMAL" else " "
         print(
