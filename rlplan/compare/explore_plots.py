@@ -1,7 +1,8 @@
 """Plots of ``pareto`` and ``sweep``: the frontier, bound bars, the sweep curve, the tornado.
 
-Every figure marks a point proven optimal (status OPTIMAL: its simulated step
-time is within the rounding tolerance of the proven bound) with a filled
+Every figure marks a point proven optimal (status OPTIMAL: its score, the
+simulated step time times 1 + lambda_stale for an off-policy plan, is within
+the rounding tolerance of the proven bound on the score) with a filled
 marker and a point without that proof with a hollow one, so a reader sees
 which frontier points are proven.
 """

@@ -29,8 +29,9 @@ with the same ``--out`` skips finished points and repairs a torn last row):
 ``status``                  OPTIMAL (proven), OPTIMAL_WITHIN_GAP, FEASIBLE, INFEASIBLE,
                             UNKNOWN (no plan in time) or ERROR
 ``step_time_s``             simulated step time, seconds
-``bound_step_s``            proven lower bound on the step time, seconds (empty: none)
-``gap``                     (step time - bound) / step time, a fraction
+``bound_step_s``            proven lower bound on the score per step (the step time x
+                            (1 + lambda_stale) for an off-policy plan), seconds (empty: none)
+``gap``                     (score - bound) / score, a fraction
 ``cost_per_step``           currency units per step = gpus x price x step_time_s / 3600
 ``samples_per_s_per_gpu``   sequences per second per GPU (display only)
 ``dominated``               true / false; empty for a point without a plan
