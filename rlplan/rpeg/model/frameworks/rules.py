@@ -35,11 +35,13 @@ inherits it:
     framework with one GPUs-per-node setting for both; on a one-pool cluster
     it always holds.
 
-Rules that read the cluster take a :class:`PoolSizes` (each pool's GPUs and
+Rules that read the cluster take a
+:class:`~rlplan.rpeg.model.frameworks.sizes.PoolSizes` (each pool's GPUs and
 node width), or a bare GPU count for a one-pool cluster
-(:func:`pool_sizes`). Every block lies inside one pool, so a framework role
-(a Ray resource pool, worker group or placement group of its vertices) runs
-on one pool; the other kinds hold pool by pool as they hold on one pool
+(:func:`~rlplan.rpeg.model.frameworks.sizes.pool_sizes`, re-exported here).
+Every block lies inside one pool, so a framework role (a Ray resource pool,
+worker group or placement group of its vertices) runs on one pool; the other
+kinds hold pool by pool as they hold on one pool
 (docs/frameworks.md#on-a-cluster-of-several-gpu-pools).
 
 Every rule carries ``words`` (what it allows, in the plan's terms), ``need``
@@ -54,6 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rlplan.rpeg.model.frameworks.sizes import PoolSizes, pool_sizes
 from rlplan.rpeg.strategy import value_word
 from rlplan.rpeg.templates import Kind, Template
 
@@ -139,43 +142,6 @@ class FieldValues(Rule):
         if self.covers(name, kind) and value not in self.allowed:
             return f"got {self.field} {value_word(value)}"
         return None
-
-
-@dataclass(frozen=True)
-class PoolSizes:
-    """Each GPU pool's GPUs and GPUs per node, in pool order (one entry: one pool).
-
-    Attributes
-    ----------
-    gpus
-        GPUs of each pool.
-    widths
-        GPUs per node of each pool (0 where unknown: a one-pool cluster given
-        by its GPU count, which no width rule reads).
-    """
-
-    gpus: tuple[int, ...]
-    widths: tuple[int, ...]
-
-
-def pool_sizes(cluster: Any) -> PoolSizes:
-    """The :class:`PoolSizes` of ``cluster``: a GPU count (one pool), or anything with ``pools``.
-
-    Parameters
-    ----------
-    cluster
-        An ``int`` (the GPUs of a one-pool cluster), a :class:`PoolSizes`, or a
-        :class:`~rlplan.rpeg.model.pools.PooledCluster` (each pool's
-        ``num_gpus`` and ``gpus_per_node``).
-    """
-    if isinstance(cluster, PoolSizes):
-        return cluster
-    if isinstance(cluster, int):
-        return PoolSizes((cluster,), (0,))
-    pools = cluster.pools
-    return PoolSizes(
-        tuple(pool.num_gpus for pool in pools), tuple(pool.gpus_per_node for pool in pools)
-    )
 
 
 @dataclass(frozen=True)
