@@ -27,6 +27,7 @@ from rlplan.rpeg.model.frameworks.rules import (
     NestedOrDisjoint,
     SameBlock,
     SameLayout,
+    SameNodeWidth,
     SameOrDisjoint,
     StalenessValues,
     layout_of,
@@ -83,6 +84,11 @@ def framework_rows(f: Formulation) -> Iterator[FrameworkRow]:
         elif isinstance(rule, FieldWhenShared):
             if rule.vertex in index and rule.other in index:
                 yield from _field_when_shared(f, rule, index[rule.vertex], index[rule.other])
+        elif isinstance(rule, SameNodeWidth):
+            present = [index[name] for name in rule.vertices if name in index]
+            for i, first in enumerate(present):
+                for second in present[i + 1 :]:
+                    yield from _same_node_width(f, first, second)
         elif isinstance(rule, StalenessValues):
             for model, choices in f.staleness_choices.items():
                 for value in choices:
@@ -165,3 +171,22 @@ def _field_when_shared(
         )
         if bad:
             yield ExclusionRow((OnBlocks(other, (block,)), Chooses(vertex, bad)))
+
+
+def _same_node_width(f: Formulation, first: int, second: int) -> Iterator[ExclusionRow]:
+    """The two vertices' pools have one width: per width of ``first``'s, none of the others.
+
+    One row per node width ``w`` that ``first`` can take: ``first`` on a block
+    of a pool of width ``w`` excludes ``second`` on any block of a pool of
+    another width (no row on a one-pool cluster, or where all pools agree).
+    """
+    widths = [geometry.gpus_per_node for geometry in f.problem.directory.cluster.pools]
+    if len(set(widths)) < 2:
+        return
+    by_width: dict[int, list[int]] = {}
+    for block in f.blocks_of(first):
+        by_width.setdefault(widths[f.blocks[block].pool], []).append(block)
+    for width, blocks in sorted(by_width.items()):
+        others = tuple(b for b in f.blocks_of(second) if widths[f.blocks[b].pool] != width)
+        if others:
+            yield ExclusionRow((OnBlocks(first, tuple(blocks)), OnBlocks(second, others)))

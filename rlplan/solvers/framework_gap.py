@@ -19,7 +19,7 @@ from typing import Any
 from rlplan.rpeg import interrupts
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.frameworks.conform import framework_problems
-from rlplan.rpeg.model.frameworks.rules import Framework, Rule, plan_breaks
+from rlplan.rpeg.model.frameworks.rules import Framework, Rule, plan_breaks, pool_sizes
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.result import Result, Status
 
@@ -98,7 +98,7 @@ def comparison(
     lines: list[str] = []
     if reference.plan is not None:
         template = full.directory.for_plan(reference.plan).template
-        gpus = full.directory.cluster.num_gpus
+        gpus = pool_sizes(full.directory.cluster)
         for rule, line in plan_breaks(framework, template, reference.plan, gpus):
             lines.append(line)
             if rule not in broken:

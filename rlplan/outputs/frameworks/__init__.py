@@ -21,7 +21,7 @@ from rlplan.paths import SOURCE_ROOT
 from rlplan.rpeg.errors import InputError, InstanceError, PlanError
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.frameworks import FRAMEWORKS as PLAN_SPACES
-from rlplan.rpeg.model.frameworks.rules import plan_breaks
+from rlplan.rpeg.model.frameworks.rules import plan_breaks, pool_sizes
 from rlplan.rpeg.model.plan import Plan
 from rlplan.rpeg.schema.fingerprint import instance_fingerprint
 from rlplan.rpeg.schema.instance import load_instance
@@ -121,7 +121,7 @@ def check_runnable(problem: Problem, plan: Plan, framework: str, plan_name: str)
     if rule is not None:
         raise PlanError(plan_name, f"{space.display} rule {rule.name}: {rule.words}")
     template = problem.directory.for_plan(plan).template
-    breaks = plan_breaks(space, template, plan, problem.directory.cluster.num_gpus)
+    breaks = plan_breaks(space, template, plan, pool_sizes(problem.directory.cluster))
     if breaks:
         rule, line = breaks[0]
         where = line.split(":", 1)[0]

@@ -25,14 +25,17 @@ Conventions shared by the exporters:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlplan.outputs.pool_groups import pool_spans
 from rlplan.outputs.vocabulary import framework_view, reward_rule_words
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.cost import Strategy
 from rlplan.rpeg.model.plan import Plan
+from rlplan.rpeg.schema.pools import Pool
 from rlplan.rpeg.strategy import dimension
 
 #: The strategy dimensions the exporters translate, as declared: their labels
@@ -211,15 +214,29 @@ class PlanFacts:
         """The comment lines every export starts with."""
         hardware = self.instance.hardware
         workload = self.instance.workload
+        shape = f"{hardware.racks} x {hardware.nodes_per_rack} x {hardware.gpus_per_node} GPUs"
+        if len(self.instance.pools) > 1:
+            shape = pools_words(self.instance.pools)
         settings.comment(
             f"{settings.framework} settings for plan {plan_name} "
             f"(instance {self.instance.name}: {self.instance.algorithm}, "
-            f"{workload.batch_size} prompts x {workload.samples_per_prompt} samples, "
-            f"{hardware.racks} x {hardware.nodes_per_rack} x {hardware.gpus_per_node} GPUs)"
+            f"{workload.batch_size} prompts x {workload.samples_per_prompt} samples, {shape})"
         )
         settings.comment(how)
         if not self.trace.feasible:
             settings.comment(f"warning: this plan {self.trace.overflow_words()} in simulation")
+
+
+def pools_words(pools: Sequence[Pool]) -> str:
+    """``pools fast 1 x 1 x 2 (H100), wide 1 x 2 x 1 (H20)``: each pool's shape and GPU type."""
+    parts = []
+    for where in pool_spans(pools):
+        hardware = where.pool.hardware
+        parts.append(
+            f"{where.name} {hardware.racks} x {hardware.nodes_per_rack} x "
+            f"{hardware.gpus_per_node} ({where.gpu_type})"
+        )
+    return "pools " + ", ".join(parts)
 
 
 def optimizer_steps(instance: Any) -> int:

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from rlplan.outputs.frameworks import nemo_rl_experts as experts
+from rlplan.outputs.frameworks import nemo_rl_pools as pools
 from rlplan.outputs.frameworks.common import (
     OFFLOAD,
     RECOMPUTE,
@@ -94,7 +95,7 @@ def _workload(facts: PlanFacts, out: Settings, algorithm: str) -> None:
     out.set("policy.max_total_sequence_length", workload.total_length)
     out.set("policy.generation.max_new_tokens", workload.generation_length)
     out.set("data.max_input_seq_length", workload.total_length)
-    nodes, width = facts.cluster_nodes()
+    nodes, width, _ = pools.cluster(facts)
     out.set("cluster.num_nodes", nodes)
     out.set("cluster.gpus_per_node", width)
 
@@ -185,8 +186,7 @@ def _reward(facts: PlanFacts, out: Settings, algorithm: str) -> None:
 
 def _policy_gpus(facts: PlanFacts, out: Settings, colocated: bool) -> None:
     """The policy takes what generation and the reward model leave (grpo.py, ppo.py: setup)."""
-    hardware = facts.instance.hardware
-    total_nodes, width = facts.cluster_nodes()
+    total_nodes, width, gpus = pools.cluster(facts)
     reward = facts.nodes("reward.infer") if facts.has("reward.infer") else (0, 0)
     policy_nodes = total_nodes if total_nodes == 1 else total_nodes - reward[0]
     per_node = width - reward[1] if total_nodes == 1 else width
@@ -198,7 +198,7 @@ def _policy_gpus(facts: PlanFacts, out: Settings, colocated: bool) -> None:
             apart.append("generation apart takes whole nodes on more than one node")
     if facts.block("actor.train").size != expected or apart:
         reason = "; ".join(apart) or (
-            f"the policy gets the {expected} GPUs left of the cluster's {hardware.num_gpus}"
+            f"the policy gets the {expected} GPUs left of the cluster's {gpus}"
         )
         out.unsupported(f"{facts.where('actor.train')}: {reason}")
 
@@ -390,6 +390,7 @@ def settings(facts: PlanFacts, plan_name: str) -> Settings:
     colocated = _generation(facts, out)
     _reward(facts, out, algorithm)
     _policy_gpus(facts, out, colocated)
+    pools.gpu_pools(facts, out)
     _backend(facts, out, "policy", "actor.train", colocated)
     _micro_batches(facts, out)
     _critic(facts, out, bases)

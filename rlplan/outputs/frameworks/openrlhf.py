@@ -31,6 +31,7 @@ from rlplan.outputs.frameworks.common import (
     gpus_words,
     optimizer_steps,
 )
+from rlplan.outputs.frameworks.openrlhf_pools import cluster_line, pool_lines
 from rlplan.rpeg.model.frameworks.openrlhf import RELEASE, VLLM_MAX_NUM_SEQS
 from rlplan.rpeg.strategy import Recompute, Sharding, value_word
 
@@ -83,6 +84,8 @@ def _user_lines(facts: PlanFacts, out: Settings, anchors: dict[str, str]) -> Non
 
 def _cluster(facts: PlanFacts, out: Settings) -> None:
     """The Ray cluster the groups need (OpenRLHF takes it from Ray, no flag)."""
+    if cluster_line(facts, out):
+        return
     nodes, gpus = facts.cluster_nodes()
     used = len({gpu for block in facts.blocks.values() for gpu in block.gpus()})
     out.comment(
@@ -393,6 +396,7 @@ def settings(facts: PlanFacts, plan_name: str) -> Settings:
     _workload(facts, out, anchors)
     _rewards(facts, out)
     _sizes(facts, out, anchors)
+    pool_lines(facts, out, anchors)
     _rollout(facts, out)
     if _colocation(facts, out, anchors, stale > 0):
         out.set("--vllm.enable_sleep", True)

@@ -43,8 +43,10 @@ from rlplan.outputs.frameworks.common import (
     gpus_words,
     optimizer_steps,
 )
+from rlplan.outputs.frameworks.pooled import cluster_words, pooled
 from rlplan.outputs.frameworks.slime_rollout import (
     degree,
+    gpu_pools,
     placement_keys,
     reward_keys,
     rollout_keys,
@@ -97,11 +99,18 @@ def _cluster(facts: PlanFacts, out: Settings, script: str) -> None:
     """The Ray cluster and the job command (slime takes the GPUs from Ray)."""
     nodes, gpus = facts.cluster_nodes()
     used = len({gpu for block in facts.blocks.values() for gpu in block.gpus()})
-    out.comment(
-        f"cluster: {nodes} node{'s' if nodes > 1 else ''} x {gpus} GPUs in one Ray cluster "
-        f"(ray start --head --num-gpus {gpus}, ray start --address <head>:6379 on the others); "
-        f"the plan uses {used} of its GPUs"
-    )
+    if pooled(facts):
+        out.comment(
+            f"cluster: the nodes of {cluster_words(facts)} in one Ray cluster (ray start --head "
+            "on one node, ray start --address <head>:6379 on the others, each with its pool's "
+            f"--num-gpus); the plan uses {used} of its GPUs"
+        )
+    else:
+        out.comment(
+            f"cluster: {nodes} node{'s' if nodes > 1 else ''} x {gpus} GPUs in one Ray cluster "
+            f"(ray start --head --num-gpus {gpus}, ray start --address <head>:6379 on the "
+            f"others); the plan uses {used} of its GPUs"
+        )
     # scripts/run-qwen3-4B.sh: ray job submit ... -- python3 train.py, PYTHONPATH /root/Megatron-LM
     out.comment(
         f'run: ray job submit --address=http://127.0.0.1:8265 -- python3 {script} "${{args[@]}}" '
@@ -317,6 +326,7 @@ def settings(facts: PlanFacts, plan_name: str) -> SlimeSettings:
     _workload(facts, out)
     reward_keys(facts, out)
     colocated = placement_keys(facts, out)
+    gpu_pools(facts, out, colocated)
     rollout_keys(facts, out)
     _megatron(facts, out)
     _tied(facts, out)

@@ -9,6 +9,7 @@ arguments.py ``add_sglang_arguments``; ``tp_size`` is skipped: slime sets it).
 from __future__ import annotations
 
 from rlplan.outputs.frameworks.common import OFFLOAD, PlanFacts, Settings, gpus_words
+from rlplan.outputs.frameworks.pooled import pool_words, pooled, roles_words, span
 from rlplan.rpeg.model.cost import Strategy
 
 #: slime's default in-flight requests per engine: --sglang-server-concurrency 512
@@ -59,7 +60,10 @@ def placement_keys(facts: PlanFacts, out: Settings) -> bool:
     out.set("--rollout-num-gpus", generate + reward)
     # GPUs per node of the rollout: engines span gpus_per_engine // it nodes
     # (sglang_engine.py _compute_server_args); slime's default 8
-    out.set("--num-gpus-per-node", facts.cluster_nodes()[1])
+    width = facts.cluster_nodes()[1]
+    if pooled(facts):
+        width = span(facts, "actor.generate").pool.hardware.gpus_per_node
+    out.set("--num-gpus-per-node", width)
     if colocated:
         out.set("--colocate", True)
     start = 0 if colocated else actor
@@ -198,3 +202,49 @@ def _reward_model(facts: PlanFacts, out: Settings) -> None:
         f"reward.infer micro-batch {facts.micro_batch('reward.infer')} per GPU (SGLang batches "
         "the scoring requests itself)"
     )
+
+
+#: How slime orders its one placement group's GPUs (the release and commit read).
+_ORDER = (
+    "slime/ray/placement_group.py _create_placement_group sorts the bundles by node IP "
+    "address, then GPU id (sort_key), and create_placement_groups gives the actor the first "
+    "--actor-num-nodes x --actor-num-gpus-per-node of them; THUDM/slime v0.3.1 a6272da0"
+)
+
+
+def gpu_pools(facts: PlanFacts, out: Settings, colocated: bool) -> None:
+    """Which GPU pool the actor, the rollout and a served reward model need (several pools only).
+
+    slime asks Ray for one placement group of ``{GPU, CPU}`` bundles and hands
+    them out in order: the actor's slots first, then the rollout's, then a
+    reward model's (:func:`placement_keys`). It has no setting for a GPU type,
+    but the order of node IP addresses decides which pool takes which slots.
+    """
+    if not pooled(facts):
+        return
+    slots = ["actor.train"] if colocated else ["actor.train", "actor.generate"]
+    if facts.has("reward.infer"):
+        slots.append("reward.infer")
+    roles = (
+        ("training (the actor)", "actor.train"),
+        ("the rollout", "actor.generate"),
+        ("the reward model", "reward.infer"),
+    )
+    order: list[str] = []
+    for name in slots:
+        pool = span(facts, name).name
+        if not order or order[-1] != pool:
+            order.append(pool)
+    head = f"{roles_words(facts, roles)}: slime cannot pin a role to a GPU type ({_ORDER})"
+    if len(order) == 1:
+        out.comment(f"{head}; start the Ray cluster on {pool_words(facts, slots[0])}'s nodes only")
+    elif len(set(order)) == len(order):
+        out.comment(
+            f"{head}; start the Ray cluster on the plan's nodes only, their IP addresses "
+            f"rising pool by pool in the order {', '.join(order)}"
+        )
+    else:
+        out.unsupported(
+            f"{head}; the slots go to pools {', '.join(order)} in that order, which no order "
+            "of node IP addresses gives"
+        )

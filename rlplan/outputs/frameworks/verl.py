@@ -47,6 +47,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlplan.outputs.frameworks.common import SHARDING, PlanFacts, Settings, optimizer_steps
+from rlplan.outputs.frameworks.pooled import cluster_words, pooled, roles_words, span
 from rlplan.outputs.frameworks.verl_roles import (
     actor_keys,
     critic_keys,
@@ -109,10 +110,17 @@ def _header(facts: PlanFacts, out: Settings, config: str, plan_name: str) -> Non
         f"verl/trainer/config/_generated_{config}.yaml (tests/data/releases/verl.json)"
     )
     hardware = facts.instance.hardware
-    out.comment(
-        f"Ray cluster: {hardware.racks * hardware.nodes_per_rack} nodes x "
-        f"{hardware.gpus_per_node} GPUs (the instance's); the pools below take what the plan uses"
-    )
+    if pooled(facts):
+        out.comment(
+            f"Ray cluster: the nodes of {cluster_words(facts)} (the instance's); "
+            "the resource pools below take what the plan uses"
+        )
+    else:
+        out.comment(
+            f"Ray cluster: {hardware.racks * hardware.nodes_per_rack} nodes x "
+            f"{hardware.gpus_per_node} GPUs (the instance's); "
+            "the pools below take what the plan uses"
+        )
     out.comment("add before running (paths the plan does not know):")
     out.comment("  actor_rollout_ref.model.path=<Hugging Face model id or local path>")
     if facts.has("critic.train"):
@@ -233,6 +241,44 @@ def _pools(facts: PlanFacts, out: Settings, mode: str) -> None:
     out.set("actor_rollout_ref.rollout.checkpoint_engine.backend", "nccl")
 
 
+#: Where verl's resource pools take their GPUs (the mirror commit read for it).
+_RESOURCE_POOL = (
+    "verl/single_controller/ray/base.py RayResourcePool.get_placement_groups, "
+    "volcengine/verl b178a3cd"
+)
+
+
+def _gpu_pools(facts: PlanFacts, out: Settings, mode: str) -> None:
+    """Which GPU pool each resource pool needs, and how to get it (several GPU pools only)."""
+    if not pooled(facts):
+        return
+    roles = [("global pool", "actor.train")]
+    if mode == "separate_async":
+        roles.append(("rollout pool", "actor.generate"))
+    if facts.has("reward.infer") and facts.disjoint("reward.infer", "actor.train"):
+        roles.append(("reward pool", "reward.infer"))
+    out.comment(f"resource pools by GPU pool: {roles_words(facts, roles)}")
+    # A pool's bundles are {"CPU": n, "GPU": 1}, plus {accelerator_type: 1e-4} when the
+    # RayResourcePool is built with one, which only verl/experimental/vla/rob_ray_trainer.py does.
+    names = dict.fromkeys(span(facts, name).name for _, name in roles)
+    starts = ", ".join(
+        f"pool {pool}'s nodes with ray start --resources='{{\"{pool}\": 1}}'" for pool in names
+    )
+    builds = ", ".join(
+        f'the {words}\'s RayResourcePool with accelerator_type="{span(facts, name).name}"'
+        for words, name in roles
+    )
+    out.comment(
+        "verl cannot pin a resource pool to a GPU type: it asks Ray for {CPU, GPU} bundles "
+        f"on any node with free GPUs ({_RESOURCE_POOL}); no configuration key sets a pool's "
+        f"accelerator_type, so to pin them start {starts} and build {builds} in code"
+    )
+    out.comment(
+        "an open verl proposal (PR #7531, accelerator-affine resource pools) would set it with "
+        "trainer.accelerator_resource_key and actor_rollout_ref.rollout.accelerator_resource_key"
+    )
+
+
 def settings(facts: PlanFacts, plan_name: str) -> Settings:
     """The plan's verl settings, in order.
 
@@ -256,6 +302,7 @@ def settings(facts: PlanFacts, plan_name: str) -> Settings:
     _algorithm(facts, out)
     _batches(facts, out)
     _pools(facts, out, mode)
+    _gpu_pools(facts, out, mode)
     rollout_keys(facts, out)
     actor_keys(facts, out, use_megatron)
     reference_keys(facts, out, use_megatron)

@@ -26,7 +26,7 @@ from rlplan.rpeg.model.enumeration import (
     strategy_problem,
     tensor_degrees,
 )
-from rlplan.rpeg.model.frameworks.rules import LAYOUT_FIELDS
+from rlplan.rpeg.model.frameworks.rules import LAYOUT_FIELDS, pool_sizes
 from rlplan.rpeg.model.memory_terms import Footprint
 from rlplan.rpeg.model.pinning import block_pin_problem
 from rlplan.rpeg.model.pools import PooledCluster
@@ -248,7 +248,7 @@ class CandidateDirectory:
         """Whether the framework's block rules let vertex ``name`` use ``block``."""
         if self.framework is None:
             return True
-        return self.framework.block_problem(name, block, self.cluster.num_gpus) is None
+        return self.framework.block_problem(name, block, pool_sizes(self.cluster)) is None
 
     def _kept_apart(self, vertex: int) -> tuple[str, ...]:
         """What dominance must not compare across for ``vertex`` under the framework's rules.

@@ -24,6 +24,7 @@ from rlplan.rpeg.model.frameworks.rules import (
     StalenessValues,
     layout_of,
     plan_problems,
+    pool_sizes,
 )
 from rlplan.rpeg.model.plan import Placement, Plan
 
@@ -34,7 +35,7 @@ def framework_problems(directory: CandidateDirectory, plan: Plan) -> list[str]:
     if framework is None:
         return []
     template = directory.for_plan(plan).template
-    return plan_problems(framework, template, plan, directory.cluster.num_gpus)
+    return plan_problems(framework, template, plan, pool_sizes(directory.cluster))
 
 
 def conform(directory: CandidateDirectory, plan: Plan) -> Plan:

@@ -42,6 +42,13 @@ expressible" line:
   staleness;
 * DTensor (ZeRO-3) has no expert tensor parallel setting: etp 1 under ZeRO-3,
   a rule on two fields of one vertex.
+
+On a cluster of several GPU pools, generation apart and training are on
+different nodes, so NeMo RL's cluster spans more than one node and
+generation's nodes have ``cluster.gpus_per_node`` GPUs, the training's
+number: the rule ``one-node-width`` keeps them (and the value model, on the
+policy's cluster) to pools of one node width. The exporter's
+``cluster.num_nodes`` is then the nodes the plan uses, over its pools.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ from rlplan.rpeg.model.frameworks.rules import (
     Framework,
     SameBlock,
     SameLayout,
+    SameNodeWidth,
     SameOrDisjoint,
     Unsupported,
 )
@@ -157,6 +165,17 @@ _GENERATION = (
         other="actor.generate",
         field="offload",
         allowed=frozenset({True}),
+    ),
+    SameNodeWidth(
+        name="one-node-width",
+        words="actor.train, actor.generate and critic.train run on pools of one GPUs per node "
+        "(cluster.gpus_per_node)",
+        need="a GPUs-per-node setting per cluster role (training, generation, value model)",
+        source=f"{_AT}, nemo_rl/algorithms/grpo.py (setup: the train cluster takes "
+        "cluster.gpus_per_node per node, and generation apart on more than one node asserts "
+        "policy.generation.colocated.resources.gpus_per_node == cluster.gpus_per_node), "
+        "nemo_rl/algorithms/ppo.py (setup: one cluster of cluster.gpus_per_node per node)",
+        vertices=("actor.train", "actor.generate", "critic.train"),
     ),
     DisjointWhenStale(
         name="async-generation-apart",

@@ -12,7 +12,8 @@ inherits it:
     a strategy field of some vertices takes only some values (a filter of the
     candidate directory, like a strategy pin).
 :class:`WholeCluster`
-    a vertex's block is the whole cluster (a block filter of the directory).
+    a vertex's block is the whole cluster, on a cluster of several GPU pools
+    the whole of its pool (a block filter of the directory).
 :class:`StalenessValues`
     a trained model's staleness takes only some values.
 :class:`SameBlock` / :class:`SameLayout`
@@ -29,6 +30,19 @@ inherits it:
 :class:`FieldWhenShared`
     a vertex whose block shares a GPU with another's takes only some values of
     a field (training states offloaded beside a colocated rollout).
+:class:`SameNodeWidth`
+    two vertices run on GPU pools of one node width (``gpus_per_node``): a
+    framework with one GPUs-per-node setting for both; on a one-pool cluster
+    it always holds.
+
+Rules that read the cluster take a
+:class:`~rlplan.rpeg.model.frameworks.sizes.PoolSizes` (each pool's GPUs and
+node width), or a bare GPU count for a one-pool cluster
+(:func:`~rlplan.rpeg.model.frameworks.sizes.pool_sizes`, re-exported here).
+Every block lies inside one pool, so a framework role (a Ray resource pool,
+worker group or placement group of its vertices) runs on one pool; the other
+kinds hold pool by pool as they hold on one pool
+(docs/frameworks.md#on-a-cluster-of-several-gpu-pools).
 
 Every rule carries ``words`` (what it allows, in the plan's terms), ``need``
 (what the framework would need to drop it, for "1.40x if ..." lines) and
@@ -42,6 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rlplan.rpeg.model.frameworks.sizes import PoolSizes, pool_sizes
 from rlplan.rpeg.strategy import value_word
 from rlplan.rpeg.templates import Kind, Template
 
@@ -131,13 +146,18 @@ class FieldValues(Rule):
 
 @dataclass(frozen=True)
 class WholeCluster(Rule):
-    """Vertices ``vertices`` run on the whole cluster."""
+    """Vertices ``vertices`` run on the whole cluster: with several pools, the whole of a pool.
+
+    A block lies inside one pool, so on a cluster of several pools no block
+    spans the cluster; the framework's role takes every GPU it can address
+    as one group of one node shape, which is one pool.
+    """
 
     vertices: tuple[str, ...] = ()
 
-    def got(self, name: str, block: Block, gpus: int) -> str | None:
+    def got(self, name: str, block: Block, sizes: PoolSizes | int) -> str | None:
         """``got <block>`` when ``block`` of vertex ``name`` breaks the rule, else None."""
-        if name in self.vertices and block.size != gpus:
+        if name in self.vertices and block.size != pool_sizes(sizes).gpus[block.pool]:
             return f"got {block.label()}"
         return None
 
@@ -201,6 +221,13 @@ class FieldWhenShared(Rule):
 
 
 @dataclass(frozen=True)
+class SameNodeWidth(Rule):
+    """Any two of ``vertices`` run on pools of equal GPUs per node."""
+
+    vertices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Framework:
     """One framework's plan space: its name, display name and rules.
 
@@ -247,10 +274,10 @@ class Framework:
                 return f"{self.display} {rule.line()}; {got}"
         return None
 
-    def block_problem(self, name: str, block: Block, cluster_gpus: int) -> str | None:
+    def block_problem(self, name: str, block: Block, sizes: PoolSizes | int) -> str | None:
         """Why ``block`` breaks a :class:`WholeCluster` rule for vertex ``name`` (None: none)."""
         for rule in self.of_kind(WholeCluster):
-            got = rule.got(name, block, cluster_gpus)
+            got = rule.got(name, block, sizes)
             if got is not None:
                 return f"{self.display} {rule.line()}; {got}"
         return None
@@ -276,7 +303,9 @@ class Framework:
         )
 
 
-def plan_problems(framework: Framework, template: Template, plan: Plan, gpus: int) -> list[str]:
+def plan_problems(
+    framework: Framework, template: Template, plan: Plan, gpus: PoolSizes | int
+) -> list[str]:
     """Every rule of ``framework`` that ``plan`` breaks, one line each (empty: none).
 
     Parameters
@@ -288,15 +317,17 @@ def plan_problems(framework: Framework, template: Template, plan: Plan, gpus: in
     plan
         The plan.
     gpus
-        GPUs of the cluster (for :class:`WholeCluster`).
+        Each pool's GPUs and node width (for :class:`WholeCluster` and
+        :class:`SameNodeWidth`), or the GPUs of a one-pool cluster.
     """
     return [line for _, line in plan_breaks(framework, template, plan, gpus)]
 
 
 def plan_breaks(
-    framework: Framework, template: Template, plan: Plan, gpus: int
+    framework: Framework, template: Template, plan: Plan, gpus: PoolSizes | int
 ) -> list[tuple[Rule, str]]:
     """Every (rule, line) of :func:`plan_problems`: the rules ``plan`` breaks, with words."""
+    sizes = pool_sizes(gpus)
     names = template.names
     placed = {name: plan.placements[i] for i, name in enumerate(names)}
     staleness = plan.staleness_map
@@ -308,18 +339,22 @@ def plan_breaks(
                 if isinstance(rule, FieldValues):
                     got = rule.got(name, template.vertices[i].kind, placed[name].strategy)
                 else:
-                    got = rule.got(name, placed[name].block, gpus)
+                    got = rule.got(name, placed[name].block, sizes)
                 if got is not None:
                     found.append((rule, f"{name}: {prefix} {rule.line()}; {got}"))
         else:
-            broken = _pair_problem(rule, placed, staleness, framework)
+            broken = _pair_problem(rule, placed, staleness, sizes)
             if broken is not None:
                 found.append((rule, f"{broken}: {prefix} {rule.line()}"))
     return found
 
 
-def _pair_problem(rule: Rule, placed: dict, staleness: dict[str, int], fw: Framework) -> str | None:
+def _pair_problem(
+    rule: Rule, placed: dict, staleness: dict[str, int], sizes: PoolSizes
+) -> str | None:
     """The vertices a cross-vertex ``rule`` finds broken in a plan (None: holds or n/a)."""
+    if isinstance(rule, SameNodeWidth):
+        return _width_problem(rule, placed, sizes)
     if isinstance(rule, StalenessValues):
         off = [f"staleness.{m} {s}" for m, s in sorted(staleness.items()) if s not in rule.allowed]
         return ", ".join(off) or None
@@ -358,6 +393,18 @@ def _pair_problem(rule: Rule, placed: dict, staleness: dict[str, int], fw: Frame
         if getattr(a.strategy, rule.field) in rule.allowed:
             return None
         return f"{rule.vertex} beside {rule.other}"
+    return None
+
+
+def _width_problem(rule: SameNodeWidth, placed: dict, sizes: PoolSizes) -> str | None:
+    """``a on 2 GPUs per node and b on 1`` for the first two vertices on pools of two widths."""
+    present = [n for n in rule.vertices if n in placed]
+    for i, first in enumerate(present):
+        for second in present[i + 1 :]:
+            a = sizes.widths[placed[first].block.pool]
+            b = sizes.widths[placed[second].block.pool]
+            if a != b:
+                return f"{first} on {a} GPUs per node and {second} on {b}"
     return None
 
 
