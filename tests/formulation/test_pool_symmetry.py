@@ -19,7 +19,10 @@ from rlplan.formulation import build_formulation
 from rlplan.formulation.model import symmetry_pools, symmetry_root
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Placement, Plan
+from rlplan.rpeg.model.pools import PooledCluster
+from rlplan.rpeg.schema.hardware import LEVELS, Hardware
 from rlplan.rpeg.schema.instance import parse_instance
+from rlplan.rpeg.schema.pools import Pool
 from rlplan.rpeg.schema.yamlio import read_yaml_file
 from rlplan.rpeg.search.baselines import default_staleness
 from rlplan.rpeg.search.sampling import random_plan
@@ -176,3 +179,50 @@ def test_the_restricted_root_keeps_an_optimal_plan():
         )
     )
     assert best == pytest.approx(OPTIMUM, rel=1e-9)
+
+
+def _hardware(racks: int, nodes: int, gpus: int) -> Hardware:
+    """A pool of ``racks x nodes x gpus`` GPUs (communication numbers are irrelevant)."""
+    return Hardware(
+        racks=racks,
+        nodes_per_rack=nodes,
+        gpus_per_node=gpus,
+        flops_per_gpu=1e12,
+        memory_per_gpu=80e9,
+        memory_bandwidth=1e9,
+        alpha_coll=dict.fromkeys(LEVELS, 0.0),
+        beta_coll=dict.fromkeys(LEVELS, 1e-9),
+        alpha_p2p=dict.fromkeys(LEVELS, 0.0),
+        beta_p2p=dict.fromkeys(LEVELS, 1e-9),
+    )
+
+
+@pytest.mark.parametrize("node_blocks", ["any", "aligned"])
+def test_pool_masks_map_blocks_onto_blocks_after_another_pool(node_blocks):
+    """Pool 1 (1 x 4 x 2, after a pool of 3 GPUs) keeps the one-pool rule on its own indices:
+    a mask is kept when it maps every block of the pool onto a block of the same extent, and
+    mirror gives that block; the blocks of pool 0 are their own images."""
+    pools = (Pool("three", _hardware(1, 1, 3)), Pool("runs", _hardware(1, 4, 2)))
+    cluster = PooledCluster(pools, node_blocks=node_blocks)
+    assert cluster.symmetric_pools == (1,)
+    geometry = cluster.pools[1]
+    offset = geometry.offset
+    assert offset == 3
+    by_range = {(b.start, b.size): b for b in cluster.blocks}
+    kept = 0
+    for mask in range(geometry.num_gpus):
+        images = []
+        for block in geometry.blocks:
+            gpus = sorted(offset + ((gpu - offset) ^ mask) for gpu in block.gpus())
+            contiguous = gpus[-1] - gpus[0] + 1 == len(gpus)
+            images.append(by_range.get((gpus[0], len(gpus))) if contiguous else None)
+        maps = all(
+            image is not None and image.extent == block.extent
+            for block, image in zip(geometry.blocks, images, strict=True)
+        )
+        assert geometry.is_symmetry(mask) == maps, mask
+        if maps:
+            kept += 1
+            assert [cluster.mirror(b, mask, 1) for b in geometry.blocks] == images
+            assert all(cluster.mirror(b, mask, 1) == b for b in cluster.pools[0].blocks)
+    assert kept == (8 if node_blocks == "aligned" else 4)
