@@ -534,7 +534,7 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
     unit = upper_bound * REL_ROUNDING / (2 * runs + 2)
     assignments: list[list[Assignment]] = []
     root = symmetry_root(directory)
-    mirrored = symmetry_pools(directory) if root is not None else ()
+    mirrored = _root_pools(directory, root) if root is not None else ()
     engines = tuple(
         v for v, vertex in enumerate(directory.template.vertices) if vertex.kind is Kind.GENERATE
     )
@@ -647,11 +647,17 @@ def symmetry_root(directory: CandidateDirectory) -> int | None:
     :func:`symmetry_pools`, applied to that pool's own GPU indices; the root
     is fixed inside the pool its block lies in, and left free in the others.
     """
-    if not symmetry_pools(directory):
-        return None
     targets = {edge.dst for edge in directory.template.data_edges}
     roots = [v for v in range(len(directory.template.vertices)) if v not in targets]
-    return roots[0] if roots else None
+    if not roots or not _root_pools(directory, roots[0]):
+        return None
+    return roots[0]
+
+
+def _root_pools(directory: CandidateDirectory, root: int) -> tuple[int, ...]:
+    """The :func:`symmetry_pools` the root has blocks in (its restriction acts there only)."""
+    own = {pool_of(shape) for shape in directory.options[root]}
+    return tuple(pool for pool in symmetry_pools(directory) if pool in own)
 
 
 def symmetry_pools(directory: CandidateDirectory) -> tuple[int, ...]:

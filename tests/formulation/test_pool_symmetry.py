@@ -226,3 +226,21 @@ def test_pool_masks_map_blocks_onto_blocks_after_another_pool(node_blocks):
             assert [cluster.mirror(b, mask, 1) for b in geometry.blocks] == images
             assert all(cluster.mirror(b, mask, 1) == b for b in cluster.pools[0].blocks)
     assert kept == (8 if node_blocks == "aligned" else 4)
+
+
+def test_a_root_pinned_to_an_asymmetric_pool_breaks_no_symmetry():
+    """With the rollout pinned to odd (3 GPUs per node), the masks of fast and wide move
+    none of its blocks: no symmetry breaking is reported."""
+    data = _data()
+    fast, wide = data["hardware"]["pools"]
+    data["hardware"]["pools"] = [fast, {**wide, "name": "odd", "gpus_per_node": 3}, wide]
+    data["placement"]["min_block_gpus"] = 1
+    for pin in data["placement"]["pin"].values():
+        pin.pop("dp")
+    data["placement"]["pin"]["actor.generate"]["block"] = {"pool": "odd"}
+    problem = Problem.from_instance(parse_instance(data, name="odd_root"))
+    assert symmetry_pools(problem.directory) == (0, 2)
+    assert symmetry_root(problem.directory) is None
+    formulation = build_formulation(problem, 1.0)
+    assert formulation.stats["symmetry_breaking"] is False
+    assert formulation.stats["symmetry_pools"] == []
