@@ -20,6 +20,7 @@ from rlplan.cli.common import (
     report_unplaceable,
 )
 from rlplan.cli.run_folder import instance_copy, recorded_instance
+from rlplan.outputs.cost import cost_lines
 from rlplan.outputs.files import (
     OutputBundle,
     check_output_file,
@@ -204,6 +205,9 @@ def print_trace_summary(trace: Trace, problem: Problem) -> None:
         )
     print(f"samples/s    {trace.samples_per_s:.3f}")
     print(f"tokens/s     {trace.generated_tokens_per_s:.1f} generated")
+    instance = problem.instance
+    for line in cost_lines(instance.pools, trace.step_time, instance.workload.sequences):
+        print(line)
     print("\n".join(gpu_memory_lines(trace, problem)))
     host = max(trace.host_memory_bytes, default=0.0)
     if host > 0:

@@ -20,6 +20,7 @@ from rlplan.cli.common import (
     load_problem,
 )
 from rlplan.cli.run_folder import InstanceCopy, instance_copy
+from rlplan.outputs.cost import cost_lines
 from rlplan.outputs.files import OutputBundle, check_output_folder
 from rlplan.outputs.gantt import write_gantt
 from rlplan.outputs.perfetto import perfetto_trace
@@ -133,7 +134,9 @@ def finish_solve(
     written = write_run_folder(problem, result, trace, out, copy)
     spans = pool_spans(problem.instance.pools)
     memory = memory_lines(trace, spans, gigabytes) if trace is not None and spans else []
-    print_solve_summary(result, written, memory)
+    instance = problem.instance
+    cost = cost_lines(instance.pools, result.step_time, instance.workload.sequences)
+    print_solve_summary(result, written, [*memory, *cost])
     if result.status.has_plan:
         return EXIT_OK
     if result.status is Status.INFEASIBLE:
@@ -193,7 +196,7 @@ def write_run_folder(
 
 
 def print_solve_summary(result: Result, written: list[str], memory: Sequence[str] = ()) -> None:
-    """Status, step time, score, bound, ``memory`` (the per-pool lines) and the files written."""
+    """Status, step time, score, bound, ``memory`` (pool and cost lines) and the files written."""
     print(f"status       {result.describe_status()} ({result.solver}, {result.wall_time:.2f} s)")
     if result.message:
         print(f"note         {result.message}")

@@ -91,6 +91,9 @@ class Formulation:
     #: Vertex whose block is fixed to the first block of its orbit under the cluster's
     #: symmetries (symmetry breaking; GPU 0 when every mask is one), or None.
     symmetry_root: int | None = None
+    #: Pools inside which the root's block is fixed to the first of its orbit: those whose
+    #: XOR masks are symmetries with no block pin singling out positions in them.
+    symmetry_pools: tuple[int, ...] = ()
     #: Delay (seconds) of every data edge, in ``data_edges`` order (empty: none).
     data_delays: tuple[float, ...] = ()
     #: Rollout engines (generate vertices): they wake and sleep when colocated.
@@ -451,19 +454,23 @@ class Formulation:
     def canonical(self, plan: Plan) -> Plan:
         """``plan`` mirrored so that the symmetry root's block starts first in its orbit.
 
-        The mirror ``i -> i ^ mask`` is a symmetry of the cluster (see
-        :meth:`rlplan.rpeg.model.blocks.Cluster.is_symmetry`), so the mirrored plan has
+        The mirror ``i -> i ^ mask`` of the GPU indices inside the root's pool is a
+        symmetry of the cluster (see :meth:`rlplan.rpeg.model.blocks.Cluster.is_symmetry`
+        and :attr:`rlplan.rpeg.model.pools.PooledCluster.symmetric_pools`), so the mirrored plan has
         the same simulated makespan and memory; without symmetry breaking the
         plan is returned unchanged.
         """
         if self.symmetry_root is None:
             return plan
         cluster = self.problem.directory.cluster
-        mask = cluster.canonical_mask(plan.placements[self.symmetry_root].block)
+        root = plan.placements[self.symmetry_root].block
+        if root.pool not in self.symmetry_pools:
+            return plan
+        mask = cluster.pools[root.pool].canonical_mask(root)
         if mask == 0:
             return plan
         placements = tuple(
-            Placement(cluster.mirror(p.block, mask), p.strategy) for p in plan.placements
+            Placement(cluster.mirror(p.block, mask, root.pool), p.strategy) for p in plan.placements
         )
         return Plan(placements, plan.staleness, plan.order)
 
@@ -527,6 +534,7 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
     unit = upper_bound * REL_ROUNDING / (2 * runs + 2)
     assignments: list[list[Assignment]] = []
     root = symmetry_root(directory)
+    mirrored = _root_pools(directory, root) if root is not None else ()
     engines = tuple(
         v for v, vertex in enumerate(directory.template.vertices) if vertex.kind is Kind.GENERATE
     )
@@ -535,9 +543,9 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
         for shape, candidates in per_shape.items():
             # The vertex's blocks: block pins (placement.pin) are applied there.
             blocks = directory.blocks(vertex, shape)
-            if vertex == root:
-                cluster = directory.cluster
-                blocks = tuple(block for block in blocks if cluster.is_canonical(block))
+            if vertex == root and pool_of(shape) in mirrored:
+                geometry = directory.cluster.pools[pool_of(shape)]
+                blocks = tuple(block for block in blocks if geometry.is_canonical(block))
             units = [_duration_units(problem, vertex in engines, c, unit) for c in candidates]
             for block, (candidate, (duration, switch)) in itertools.product(
                 blocks, zip(candidates, units, strict=True)
@@ -588,6 +596,7 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
         gpu_units=gpu_units,
         upper_bound=upper_bound,
         symmetry_root=root,
+        symmetry_pools=mirrored,
         data_delays=template.data_delays,
         engines=engines,
         host_capacity=max(math.floor(capacity) for capacity in cluster.host_capacities),
@@ -600,6 +609,8 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
         "time_unit_s": unit,
         "symmetry_breaking": root is not None,
     }
+    if cluster.pooled:
+        formulation.stats["symmetry_pools"] = [cluster.names[pool] for pool in mirrored]
     return formulation
 
 
@@ -631,15 +642,37 @@ def symmetry_root(directory: CandidateDirectory) -> int | None:
     with the same makespan: fixing that removes symmetric copies of every plan
     without losing the optimum. With every mask a symmetry that block starts
     at GPU 0; with runs of nodes that are not aligned only the node masks 0
-    and all ones are, so a block of nodes 1-2 of 4 stays where it is.
+    and all ones are, so a block of nodes 1-2 of 4 stays where it is. On a
+    cluster of several pools the masks are those of each pool in
+    :func:`symmetry_pools`, applied to that pool's own GPU indices; the root
+    is fixed inside the pool its block lies in, and left free in the others.
+    """
+    targets = {edge.dst for edge in directory.template.data_edges}
+    roots = [v for v in range(len(directory.template.vertices)) if v not in targets]
+    if not roots or not _root_pools(directory, roots[0]):
+        return None
+    return roots[0]
+
+
+def _root_pools(directory: CandidateDirectory, root: int) -> tuple[int, ...]:
+    """The :func:`symmetry_pools` the root has blocks in (its restriction acts there only)."""
+    own = {pool_of(shape) for shape in directory.options[root]}
+    return tuple(pool for pool in symmetry_pools(directory) if pool in own)
+
+
+def symmetry_pools(directory: CandidateDirectory) -> tuple[int, ...]:
+    """Pools whose XOR masks break symmetry: XOR-symmetric, no position pinned inside.
+
+    A pool qualifies when its own shape is XOR-symmetric
+    (:attr:`rlplan.rpeg.model.pools.PooledCluster.symmetric_pools`) and every
+    vertex may use every block of each of its shapes in that pool (a block
+    pin naming a position there would not be mirrored with the plan). A
+    one-type cluster is its one pool: ``(0,)`` or ``()``.
     """
     cluster = directory.cluster
-    if not cluster.xor_symmetric:
-        return None
+    pools = set(cluster.symmetric_pools)
     for vertex in range(len(directory.template.vertices)):
         for shape in directory.options[vertex]:
             if len(directory.blocks(vertex, shape)) != len(cluster.blocks_by_shape[shape]):
-                return None
-    targets = {edge.dst for edge in directory.template.data_edges}
-    roots = [v for v in range(len(directory.template.vertices)) if v not in targets]
-    return roots[0] if roots else None
+                pools.discard(pool_of(shape))
+    return tuple(sorted(pools))

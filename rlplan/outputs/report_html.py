@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlplan.outputs.cost import cost_rows
 from rlplan.outputs.framework_section import framework_section
 from rlplan.outputs.framework_space import framework_space_section
 from rlplan.outputs.html_page import HtmlReport
@@ -84,6 +85,7 @@ def render_html_report(
             ("samples/s", f"{trace.samples_per_s:.3f}"),
             ("generated tokens/s", f"{trace.generated_tokens_per_s:.1f}"),
         ]
+        summary += cost_rows(instance.pools, result.step_time, instance.workload.sequences)
     summary += result.template_rows()
     staleness = describe_staleness(result)
     if staleness is not None:

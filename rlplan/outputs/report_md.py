@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rlplan.outputs.cost import cost_rows
 from rlplan.outputs.framework_space import framework_space_section
 from rlplan.outputs.pool_groups import PoolSpan, pool_memory, pool_spans, span_of
 from rlplan.outputs.time_parts_section import time_parts_markdown, time_parts_section
@@ -127,6 +128,8 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
             f"| samples/s | {trace.samples_per_s:.3f} |",
             f"| generated tokens/s | {trace.generated_tokens_per_s:.1f} |",
         ]
+        costs = cost_rows(instance.pools, result.step_time, instance.workload.sequences)
+        lines += [f"| {label} | {value} |" for label, value in costs]
     lines += [f"| {label} | {value} |" for label, value in result.template_rows()]
     staleness = describe_staleness(result)
     if staleness is not None:

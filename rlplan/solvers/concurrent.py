@@ -1,4 +1,8 @@
-"""Backend ``concurrent``: the cluster partitioned among vertices of equal DAG depth."""
+"""Backend ``concurrent``: the cluster partitioned among vertices of equal DAG depth.
+
+On a cluster of GPU pools each depth group may also get one pool
+(:func:`rlplan.rpeg.search.baselines.concurrent_plan`).
+"""
 
 from __future__ import annotations
 

@@ -231,9 +231,13 @@ class Cluster:
         return {(block.start, block.size): block for block in self.blocks}
 
     def mirror(self, block: Block, mask: int) -> Block:
-        """The image of ``block`` under ``i -> i ^ mask`` (needs :meth:`is_symmetry`)."""
-        if block.size & (block.size - 1) == 0 and block.start % block.size == 0:
-            start = block.start ^ (mask & ~(block.size - 1))
+        """The image of ``block`` under ``i -> i ^ mask`` (needs :meth:`is_symmetry`).
+
+        ``i`` is the GPU's index inside this pool (its flat index less :attr:`offset`).
+        """
+        local = block.start - self.offset
+        if block.size & (block.size - 1) == 0 and local % block.size == 0:
+            start = self.offset + (local ^ (mask & ~(block.size - 1)))
             return self._block_at[(start, block.size)]
         # A run of nodes that is not aligned: it lies in one rack and takes whole nodes.
         rack, node, _ = block.origin

@@ -142,9 +142,30 @@ class PooledCluster:
         """Whether XOR-ing flat GPU indices is a symmetry (a one-pool cluster's, else no)."""
         return not self.pooled and self.pools[0].xor_symmetric
 
-    def mirror(self, block: Block, mask: int) -> Block:
-        """The image of ``block`` under ``i -> i ^ mask`` (needs :attr:`xor_symmetric`)."""
-        return self._single().mirror(block, mask)
+    @cached_property
+    def symmetric_pools(self) -> tuple[int, ...]:
+        """Pools whose own shape is XOR-symmetric (:attr:`Cluster.xor_symmetric`), by index.
+
+        XOR-ing the GPU indices inside one such pool with one of its masks
+        (:meth:`Cluster.is_symmetry`), every other pool left as it is, is a
+        symmetry of the whole cluster: it maps the pool's blocks onto blocks
+        of the same shape and its nodes and racks onto its own, so levels
+        inside the pool, memory, host memory and GPU exclusivity are kept,
+        and a link between two pools is level ``x`` wherever its ends lie
+        (docs/formulation.md#symmetry-breaking). A mask across a pool
+        boundary is none: it would swap GPUs of two types.
+        """
+        return tuple(geometry.pool for geometry in self.pools if geometry.xor_symmetric)
+
+    def mirror(self, block: Block, mask: int, pool: int = 0) -> Block:
+        """The image of ``block`` under ``i -> i ^ mask`` on pool ``pool``'s own GPU indices.
+
+        Blocks of the other pools are their own image. Needs
+        ``pool`` in :attr:`symmetric_pools` and ``mask`` one of its symmetries.
+        """
+        if block.pool != pool:
+            return block
+        return self.pools[pool].mirror(block, mask)
 
     def span_level(self, first: Block, second: Block) -> str:
         """Level joining two blocks: their pool's level, or ``x`` between two pools."""

@@ -6,7 +6,9 @@
 * :func:`concurrent_plan` groups vertices by DAG depth (vertices of equal
   depth are independent) and partitions the cluster among the vertices of
   each group, picking per group the partition with the smallest estimated
-  group time (the slowest part, where vertices sharing a part add up).
+  group time (the slowest part, where vertices sharing a part add up); on a
+  cluster of GPU pools it also gives each group one pool, in every
+  assignment of groups to pools (as one would by hand).
 
 Both repair memory overflow of the assembled plan by moving vertices to
 leaner strategies; they return ``None`` when no feasible plan is found. Both
@@ -28,6 +30,7 @@ from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.candidates import Candidate, CandidateDirectory
 from rlplan.rpeg.model.frameworks.conform import conform, framework_problems
 from rlplan.rpeg.model.plan import Placement, Plan, make_staleness
+from rlplan.rpeg.model.shapes import pool_of
 
 
 def default_staleness(directory: CandidateDirectory) -> tuple[tuple[str, int], ...]:
@@ -158,11 +161,21 @@ def _set_partitions(items: list[int]) -> list[list[list[int]]]:
     return result
 
 
+#: A ranked partition of one depth group: (estimated group time, minus the parts, the
+#: block and candidate of each vertex).
+GroupOption = tuple[float, int, dict[int, tuple[Block, Candidate]]]
+
+
 def _group_options(
-    group: list[int], directory: CandidateDirectory
-) -> list[tuple[float, int, dict[int, tuple[Block, Candidate]]]]:
-    """Partitions of the cluster among a group's vertices, with their estimated group time."""
+    group: list[int], directory: CandidateDirectory, pool: int | None = None
+) -> list[GroupOption]:
+    """Partitions of the cluster (or of pool ``pool``) among a group's vertices, ranked.
+
+    Each comes with its estimated group time; best first.
+    """
     shapes = directory.cluster.shapes
+    if pool is not None:
+        shapes = tuple(shape for shape in shapes if pool_of(shape) == pool)
     options = []
     seen = set()
     common: dict[tuple[tuple[int, ...], tuple[int, int, int]], tuple[Block, ...]] = {}
@@ -221,6 +234,14 @@ def concurrent_plan(
     of each group in turn, each assembled plan repaired for memory; once
     ``time.perf_counter()`` passes ``deadline`` no further one is tried (the
     best so far, or the greedy plan, is returned).
+
+    On a cluster of several GPU pools the plan is also built as one would by
+    hand, one pool per depth group: for each assignment of the groups to
+    pools, every group partitions only its pool, and the assignments are
+    tried by increasing sum of their groups' best estimated times, at most
+    :data:`POOL_ASSIGNMENTS` of them. The fastest simulated plan is kept:
+    that of the whole cluster partitioned as on one pool (blocks of any
+    pool), of an assignment, or the greedy plan.
     """
     template = directory.template
     depths = template.depths()
@@ -231,13 +252,73 @@ def concurrent_plan(
     ranked = [_group_options(group, directory) for group in groups]
     if any(not options for options in ranked):
         return greedy_plan(directory, simulator)
+    best_plan, best_makespan = _assemble(directory, simulator, ranked, deadline)
+    if directory.cluster.pooled:
+        for assigned in _pool_assignments(directory, groups):
+            if time.perf_counter() >= deadline:
+                break
+            plan, makespan = _assemble(directory, simulator, assigned, deadline)
+            if makespan < best_makespan:
+                best_plan, best_makespan = plan, makespan
+    if best_plan is None:
+        return greedy_plan(directory, simulator)
+    greedy = greedy_plan(directory, simulator)
+    if greedy is not None and simulator.evaluate(greedy).makespan < best_makespan:
+        return greedy
+    return best_plan
+
+
+#: Most assignments of depth groups to pools the concurrent baseline tries.
+POOL_ASSIGNMENTS = 64
+
+
+def _pool_assignments(
+    directory: CandidateDirectory, groups: list[list[int]]
+) -> list[list[list[GroupOption]]]:
+    """Ranked partitions of each group inside its pool, per assignment of groups to pools.
+
+    Assignments where some group has no partition of its pool are left out;
+    the others go by increasing sum of the groups' best estimated times (ties
+    by the pools' order), at most :data:`POOL_ASSIGNMENTS`.
+    """
+    pools = range(len(directory.cluster.pools))
+    inside = [[_group_options(group, directory, pool) for pool in pools] for group in groups]
+    estimates = [[options[0][0] if options else math.inf for options in row] for row in inside]
+    choices = [[pool for pool in pools if row[pool]] for row in inside]
+    if math.prod(len(row) for row in choices) > 64 * POOL_ASSIGNMENTS:
+        # Too many to sort: each group in its own best pool, or all groups in one.
+        best = [min(row, key=lambda pool, g=g: estimates[g][pool]) for g, row in enumerate(choices)]
+        chosen = [tuple(best)] + [
+            (pool,) * len(groups) for pool in pools if all(pool in row for row in choices)
+        ]
+    else:
+        chosen = list(itertools.product(*choices))
+    chosen = sorted(
+        dict.fromkeys(chosen),
+        key=lambda pick: (sum(estimates[g][pool] for g, pool in enumerate(pick)), pick),
+    )
+    return [[inside[g][pool] for g, pool in enumerate(pick)] for pick in chosen[:POOL_ASSIGNMENTS]]
+
+
+def _assemble(
+    directory: CandidateDirectory,
+    simulator: Simulator,
+    ranked: list[list[GroupOption]],
+    deadline: float,
+) -> tuple[Plan | None, float]:
+    """The best repaired plan of the groups' ranked partitions, and its makespan.
+
+    The best partition of every group, then each group's next-best ones in
+    turn (up to rank 7); ``(None, inf)`` when none fits.
+    """
+    template = directory.template
     best_plan, best_makespan = None, float("inf")
     # Try the best partition of every group, then, if the assembled plan does
     # not fit, the next-best ones of each group in turn.
-    attempts = [[0] * len(groups)]
-    for group_index in range(len(groups)):
+    attempts = [[0] * len(ranked)]
+    for group_index in range(len(ranked)):
         for rank in range(1, min(len(ranked[group_index]), 8)):
-            choice = [0] * len(groups)
+            choice = [0] * len(ranked)
             choice[group_index] = rank
             attempts.append(choice)
     for attempt, choice in enumerate(attempts):
@@ -253,9 +334,4 @@ def concurrent_plan(
         makespan = simulator.evaluate(plan).makespan
         if makespan < best_makespan:
             best_plan, best_makespan = plan, makespan
-    if best_plan is None:
-        return greedy_plan(directory, simulator)
-    greedy = greedy_plan(directory, simulator)
-    if greedy is not None and simulator.evaluate(greedy).makespan < best_makespan:
-        return greedy
-    return best_plan
+    return best_plan, best_makespan
