@@ -9,7 +9,7 @@ from rlplan.rpeg.strategy import all_plan_fields
 
 
 def block_words(block: dict[str, list[int]], shape: Sequence[int]) -> str:
-    """A plan-file block as flat GPU indices, e.g. ``GPUs 0-7`` or ``GPU 3``.
+    """A plan-file block as flat GPU indices, e.g. ``GPUs 0-7``, ``GPU 3`` or ``GPUs 0-1,8-9``.
 
     Parameters
     ----------
@@ -22,7 +22,14 @@ def block_words(block: dict[str, list[int]], shape: Sequence[int]) -> str:
     _, per_rack, per_node = shape
     start = (rack * per_rack + node) * per_node + gpu
     size = racks * nodes * gpus
-    return f"GPU {start}" if size == 1 else f"GPUs {start}-{start + size - 1}"
+    if size == 1:
+        return f"GPU {start}"
+    if racks == 1 and nodes > 1 and gpus < per_node:  # sliced: one range on each node
+        firsts = range(start, start + nodes * per_node, per_node)
+        return "GPUs " + ",".join(
+            str(low) if gpus == 1 else f"{low}-{low + gpus - 1}" for low in firsts
+        )
+    return f"GPUs {start}-{start + size - 1}"
 
 
 def _value(value: Any) -> str:

@@ -249,7 +249,9 @@ class Formulation:
             found = tuple(
                 b
                 for b in self.blocks_of(vertex)
-                if self.blocks[b].start <= low and high <= self.blocks[b].end
+                if self.blocks[b].start <= low
+                and high <= self.blocks[b].end
+                and (not self.blocks[b].sliced or self.blocks[b].holds(low, high))
             )
             self._covering[key] = found
         return found
@@ -564,18 +566,19 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
                 )
         assignments.append(items)
     used_blocks = sorted(
-        {a.block for items in assignments for a in items}, key=lambda b: (b.start, -b.size)
+        {a.block for items in assignments for a in items}, key=lambda b: (b.start, -b.size, b.end)
     )
     template = directory.template
     # GPU units: maximal GPU ranges covered by the same set of blocks (memory is
-    # checked once per unit instead of once per GPU).
+    # checked once per unit instead of once per GPU); a sliced block cuts at the
+    # ends of its piece on each of its nodes.
     cluster = directory.cluster
     # Pool boundaries cut too: a unit lies inside one pool (and has its capacity).
     cuts = sorted(
         {0, cluster.num_gpus}
         | {geometry.offset for geometry in cluster.pools}
-        | {b.start for b in used_blocks}
-        | {b.end for b in used_blocks}
+        | {low for b in used_blocks for low, _ in b.pieces()}
+        | {high for b in used_blocks for _, high in b.pieces()}
     )
     gpu_units = tuple((low, high) for low, high in itertools.pairwise(cuts))
     formulation = Formulation(

@@ -75,20 +75,17 @@ def earliest_ends(
     predecessors: dict[int, list[tuple[int, int]]] = {}
     for (before, after), lag in active_lags(f, chosen, staleness).items():
         predecessors.setdefault(after, []).append((before, lag))
-    spans = [
-        (f.assignments[v][a].block.start, f.assignments[v][a].block.end)
-        for v, a in enumerate(chosen)
-    ]
+    pieces = [f.assignments[v][a].block.pieces() for v, a in enumerate(chosen)]
     # With wake and sleep of a colocated engine: the least the rows allow.
     durations = f.durations(chosen)
     free = [0] * f.problem.directory.cluster.num_gpus
     ends = [0] * f.num_runs
     for run in f.decoded_order(starts):
         vertex = run % f.num_vertices
-        low, high = spans[vertex]
-        begin = max(free[low:high])
+        begin = max(max(free[low:high]) for low, high in pieces[vertex])
         for before, lag in predecessors.get(run, ()):
             begin = max(begin, ends[before] + lag)
         ends[run] = begin + durations[vertex]
-        free[low:high] = [ends[run]] * (high - low)
+        for low, high in pieces[vertex]:
+            free[low:high] = [ends[run]] * (high - low)
     return ends

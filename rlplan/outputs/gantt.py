@@ -64,11 +64,18 @@ def _boundaries(hardware: Hardware) -> tuple[list[int], list[int]]:
     return nodes, racks
 
 
-def _span(event: Event, num_gpus: int) -> tuple[int, int]:
-    """Rows ``[low, high)`` of an event: its GPUs, or the CPU row after the last GPU."""
+def _spans(event: Event, num_gpus: int) -> list[tuple[int, int]]:
+    """Rows ``[low, high)`` of an event: each range of its GPUs (one per node of a sliced
+    block), or the CPU row after the last GPU."""
     if event.kind == "cpu":
-        return num_gpus, num_gpus + 1
-    return min(event.gpus), max(event.gpus) + 1
+        return [(num_gpus, num_gpus + 1)]
+    spans: list[tuple[int, int]] = []
+    for gpu in sorted(event.gpus):
+        if spans and spans[-1][1] == gpu:
+            spans[-1] = (spans[-1][0], gpu + 1)
+        else:
+            spans.append((gpu, gpu + 1))
+    return spans
 
 
 def _gpu_ticks(hardware: Hardware) -> tuple[list[float], list[str]]:
@@ -258,7 +265,7 @@ def _legend_handles(
 def _draw_runs(
     axes: Axes, runs: list[Event], colour: dict[str, Any], num_gpus: int
 ) -> list[tuple[Event, Rectangle]]:
-    """Add one rectangle per run part (its GPU span, or the CPU row, over its time).
+    """Add one rectangle per run part and GPU range (its GPUs, or the CPU row, over its time).
 
     Returns the compute parts and CPU stages, the ones that are labelled.
     """
@@ -266,20 +273,21 @@ def _draw_runs(
 
     rectangles = []
     for event in runs:
-        low, high = _span(event, num_gpus)
-        rectangle = Rectangle(
-            (event.start, low + 0.05),
-            event.end - event.start,
-            high - low - 0.1,
-            facecolor=colour[event.vertex],
-            edgecolor="black",
-            linewidth=0.4,
-            alpha=RUN_ALPHA if event.kind in ("compute", "cpu") else SWITCH_ALPHA,
-            hatch=STEP_HATCHES[event.step % len(STEP_HATCHES)],
-        )
-        axes.add_patch(rectangle)
-        if event.kind in ("compute", "cpu"):  # switch parts are not labelled
-            rectangles.append((event, rectangle))
+        for piece, (low, high) in enumerate(_spans(event, num_gpus)):
+            rectangle = Rectangle(
+                (event.start, low + 0.05),
+                event.end - event.start,
+                high - low - 0.1,
+                facecolor=colour[event.vertex],
+                edgecolor="black",
+                linewidth=0.4,
+                alpha=RUN_ALPHA if event.kind in ("compute", "cpu") else SWITCH_ALPHA,
+                hatch=STEP_HATCHES[event.step % len(STEP_HATCHES)],
+            )
+            axes.add_patch(rectangle)
+            # Switch parts are not labelled; a sliced block's run on its first node's piece.
+            if event.kind in ("compute", "cpu") and piece == 0:
+                rectangles.append((event, rectangle))
     return rectangles
 
 

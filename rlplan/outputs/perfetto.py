@@ -59,15 +59,14 @@ def _us(nanoseconds: int) -> float:
 
 
 def gpu_span(gpus: Iterable[int]) -> str:
-    """GPUs for people: ``"3"``, ``"0-7"`` or ``"0, 2, 5"``."""
-    ordered = sorted(gpus)
-    if not ordered:
-        return ""
-    if len(ordered) == 1:
-        return str(ordered[0])
-    if ordered == list(range(ordered[0], ordered[-1] + 1)):
-        return f"{ordered[0]}-{ordered[-1]}"
-    return ", ".join(str(gpu) for gpu in ordered)
+    """GPUs for people: ``"3"``, ``"0-7"``, ``"0, 2, 5"`` or ``"0-1, 8-9"`` (a sliced block)."""
+    ranges: list[list[int]] = []
+    for gpu in sorted(gpus):
+        if ranges and ranges[-1][1] == gpu - 1:
+            ranges[-1][1] = gpu
+        else:
+            ranges.append([gpu, gpu])
+    return ", ".join(str(low) if low == high else f"{low}-{high}" for low, high in ranges)
 
 
 @dataclass

@@ -124,10 +124,12 @@ def render_html_report(
         ]
     rows.append(["best proven (reported)", result.bound, bound_step])
     report.table(("lower bound", "makespan (s)", "per step (s)"), rows)
+    placement = problem.instance.placement
+    space = plan_space_note(placement.node_blocks, placement.sliced_blocks)
     report.paragraph(
         "OPTIMAL means the gap (step time − bound) / step time is within the rounding "
         "tolerance of the exact formulation (see the README). Optimality, bound and gap are "
-        f"over the plan space: {plan_space_note(problem.instance.placement.node_blocks)}.",
+        f"over the plan space: {space}.",
         note=True,
     )
     if result.plan is not None and trace is not None:

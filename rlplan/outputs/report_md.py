@@ -146,10 +146,11 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
     ]
     if result.message:
         lines += [f"| note | {result.message} |"]
+    placement = instance.placement
     lines += [
         "",
         "Optimality, bound and gap are over the plan space: "
-        f"{plan_space_note(instance.placement.node_blocks)}.",
+        f"{plan_space_note(placement.node_blocks, placement.sliced_blocks)}.",
     ]
     lines += framework_space_markdown(result)
     if result.plan is None or trace is None:

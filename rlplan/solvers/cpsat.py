@@ -286,10 +286,52 @@ class CpSatModel:
     def _gpu_exclusivity(self) -> None:
         """Runs whose GPU ranges intersect do not overlap in time (NoOverlap2D)."""
         f = self.formulation
+        if any(block.sliced for block in f.blocks):
+            self._node_exclusivity()
+            return
         self.model.add_no_overlap_2d(
             self.vars.run_interval,
             [self.vars.gpu_interval[run % f.num_vertices] for run in range(f.num_runs)],
         )
+
+    def _node_exclusivity(self) -> None:
+        """:meth:`_gpu_exclusivity` with sliced blocks: one GPU interval per vertex and node.
+
+        A sliced block's GPUs are no range, but its GPUs on each node are (so
+        are a contiguous block's): ``gpus[v,n]`` is the chosen block's range
+        on node ``n``, present when that block has GPUs there, and every run
+        is one box per node of its vertex in one NoOverlap2D.
+        """
+        f, v, model = self.formulation, self.vars, self.model
+        cluster = f.problem.directory.cluster
+        boxes_time, boxes_gpus = [], []
+        for vertex, items in enumerate(f.assignments):
+            self._tick()
+            by_node: dict[int, list[tuple[int, int, int]]] = {}
+            for index, a in enumerate(items):
+                for node, low, high in cluster.node_ranges(a.block):
+                    by_node.setdefault(node, []).append((index, low, high - low))
+            for node, terms in sorted(by_node.items()):
+                literals = [v.choose[vertex][index] for index, _, _ in terms]
+                present = model.new_bool_var(f"on_node[{vertex},{node}]")
+                model.add(present == sum(literals))
+                num_gpus = cluster.num_gpus
+                first = model.new_int_var(0, num_gpus, f"gpu_first[{vertex},{node}]")
+                count = model.new_int_var(0, num_gpus, f"gpu_count[{vertex},{node}]")
+                model.add(
+                    first == cp_model.LinearExpr.weighted_sum(literals, [t[1] for t in terms])
+                )
+                model.add(
+                    count == cp_model.LinearExpr.weighted_sum(literals, [t[2] for t in terms])
+                )
+                end = model.new_int_var(0, num_gpus, f"gpu_end[{vertex},{node}]")
+                interval = model.new_optional_interval_var(
+                    first, count, end, present, f"gpus[{vertex},{node}]"
+                )
+                for run in range(vertex, f.num_runs, f.num_vertices):
+                    boxes_time.append(v.run_interval[run])
+                    boxes_gpus.append(interval)
+        model.add_no_overlap_2d(boxes_time, boxes_gpus)
 
     def _precedence(self) -> None:
         """Chain edges, and data edges with their exact pairwise lags."""

@@ -65,10 +65,8 @@ class _OrderSearch:
             [(p, lags[e] if e >= 0 else 0.0) for p, e in preds[r]] for r in range(self.runs)
         ]
         self.succs = succs
-        self.spans = [
-            (plan.placements[r % self.count].block.start, plan.placements[r % self.count].block.end)
-            for r in range(self.runs)
-        ]
+        # Each run's GPUs as ranges: one for a contiguous block, one per node for a sliced one.
+        self.pieces = [plan.placements[r % self.count].block.pieces() for r in range(self.runs)]
         self.num_gpus = problem.directory.cluster.num_gpus
         self.deadline = deadline
         # Remaining path length from a run's start to the end of the schedule.
@@ -92,9 +90,9 @@ class _OrderSearch:
         path = max(heads[r] + self.tail[r] for r in range(self.runs))
         load = [0.0] * self.num_gpus
         for run in range(self.runs):
-            low, high = self.spans[run]
-            for gpu in range(low, high):
-                load[gpu] += self.duration[run]
+            for low, high in self.pieces[run]:
+                for gpu in range(low, high):
+                    load[gpu] += self.duration[run]
         return max(path, max(load))
 
     def search(self, incumbent: float) -> tuple[float, list[int] | None]:
@@ -105,9 +103,9 @@ class _OrderSearch:
         ready = [r for r in range(self.runs) if remaining[r] == 0]
         load = [0.0] * self.num_gpus
         for run in range(self.runs):
-            low, high = self.spans[run]
-            for gpu in range(low, high):
-                load[gpu] += self.duration[run]
+            for low, high in self.pieces[run]:
+                for gpu in range(low, high):
+                    load[gpu] += self.duration[run]
         self._dfs([0.0] * self.num_gpus, [0.0] * self.runs, remaining, ready, [], load, 0.0)
         return self.best, self.best_sequence
 
@@ -126,24 +124,31 @@ class _OrderSearch:
         last = sequence[-1] if sequence else -1
         options = []
         for run in ready:
-            low, high = self.spans[run]
-            if last >= 0 and run < last:
-                last_low, last_high = self.spans[last]
-                if high <= last_low or last_high <= low:
-                    continue  # commutes with the previous run: keep the increasing order only
+            pieces = self.pieces[run]
+            if (
+                last >= 0
+                and run < last
+                and all(
+                    high <= last_low or last_high <= low
+                    for low, high in pieces
+                    for last_low, last_high in self.pieces[last]
+                )
+            ):
+                continue  # commutes with the previous run: keep the increasing order only
             arrival = max((end[p] + lag for p, lag in self.preds[run]), default=0.0)
-            start = max(arrival, max(free[low:high]))
+            start = max(arrival, *(max(free[low:high]) for low, high in pieces))
             if start + self.tail[run] >= self.best:
                 continue
             options.append((start, run))
         options.sort()
         for start, run in options:
-            low, high = self.spans[run]
+            pieces = self.pieces[run]
             finish = start + self.duration[run]
-            saved = free[low:high]
-            free[low:high] = [finish] * (high - low)
-            for gpu in range(low, high):
-                load[gpu] -= self.duration[run]
+            saved = [free[low:high] for low, high in pieces]
+            for low, high in pieces:
+                free[low:high] = [finish] * (high - low)
+                for gpu in range(low, high):
+                    load[gpu] -= self.duration[run]
             end[run] = finish
             sequence.append(run)
             released = []
@@ -157,9 +162,10 @@ class _OrderSearch:
                 remaining[succ] += 1
             sequence.pop()
             end[run] = 0.0
-            for gpu in range(low, high):
-                load[gpu] += self.duration[run]
-            free[low:high] = saved
+            for (low, high), kept in zip(pieces, saved, strict=True):
+                for gpu in range(low, high):
+                    load[gpu] += self.duration[run]
+                free[low:high] = kept
             if self.timed_out:
                 return
 

@@ -66,10 +66,10 @@ def round_up(value: float, digits: int = 2) -> float:
 
 
 def gpus_words(block: Block) -> str:
-    """``GPUs 0-15`` or ``GPU 3``."""
+    """``GPUs 0-15``, ``GPU 3`` or ``GPUs 0-1,8-9`` (a sliced block)."""
     if block.size == 1:
         return f"GPU {block.start}"
-    return f"GPUs {block.start}-{block.end - 1}"
+    return "GPUs " + block.label().removeprefix("gpus ")
 
 
 @dataclass

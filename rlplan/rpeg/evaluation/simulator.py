@@ -229,7 +229,8 @@ class Simulator:
             if first is second:
                 lags.append(delays[index])
                 continue
-            key = (first.start, first.size, second.start, second.size)
+            # (start, end) names a block: a sliced one ends past start + size.
+            key = (first.start, first.end, second.start, second.end)
             lag = cache.get(key)
             if lag is None:
                 lag = cache[key] = self._data_lag(first, second)
@@ -242,9 +243,9 @@ class Simulator:
             key = (
                 index,
                 first.start,
-                first.size,
+                first.end,
                 second.start,
-                second.size,
+                second.end,
                 source.strategy.layout,
                 target.strategy.layout,
             )
@@ -456,7 +457,9 @@ class Simulator:
             transient = 0.0
             for index, placement in enumerate(plan.placements):
                 block = placement.block
-                if block.start <= gpu < block.end:
+                if block.start <= gpu < block.end and (
+                    not block.sliced or block.holds(gpu, gpu + 1)
+                ):
                     candidate = candidates[index]
                     model = self._model_of[index]
                     resident[model] = max(resident.get(model, 0.0), candidate.resident)

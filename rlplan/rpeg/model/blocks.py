@@ -6,6 +6,9 @@ whole nodes inside a rack (every run, or only the aligned power-of-two
 groups, as ``placement.node_blocks`` says), an aligned power-of-two group of
 whole racks, or the whole cluster. Runs of nodes need not be nested: nodes
 0-2 and 1-3 of a rack share nodes 1 and 2 (docs/plan-space.md#devices-and-blocks).
+With ``placement.sliced_blocks`` a block may also be sliced: the same in-node
+range on each node of a run of nodes, one contiguous piece per node
+(:meth:`Block.pieces`; docs/plan-space.md#sliced-blocks).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import NamedTuple
 
 from rlplan.rpeg.errors import PlanError, describe
 from rlplan.rpeg.model.shapes import tagged
+from rlplan.rpeg.model.slices import slice_gpu_masks, slice_place, sliced_image
 from rlplan.rpeg.schema.geometry import (
     block_words,
     effective_node_blocks,
@@ -70,6 +74,10 @@ class Block:
         one-type cluster). ``origin`` is inside that pool, ``start`` counts
         the GPUs of the pools before it, and ``extent`` is tagged with the
         pool (:mod:`rlplan.rpeg.model.shapes`).
+    stride
+        For a sliced block (the in-node range ``extent[2]`` GPUs wide on each
+        of ``extent[1]`` nodes), the flat distance between its nodes' pieces,
+        its pool's GPUs per node; 0 for a contiguous block.
     """
 
     start: int
@@ -78,11 +86,29 @@ class Block:
     extent: tuple[int, int, int]
     level: str
     pool: int = 0
+    stride: int = 0
+
+    @property
+    def sliced(self) -> bool:
+        """Whether the block's GPUs are one range on each of several nodes, not one range."""
+        return self.stride > 0
 
     @property
     def end(self) -> int:
-        """One past the last flat GPU index."""
+        """One past the last flat GPU index (a sliced block's GPUs do not fill up to it)."""
+        if self.stride:
+            return self.start + (self.extent[1] - 1) * self.stride + self.extent[2]
         return self.start + self.size
+
+    def pieces(self) -> tuple[tuple[int, int], ...]:
+        """The block's GPUs as disjoint ``(first, one past last)`` flat ranges, in order."""
+        if not self.stride:
+            return ((self.start, self.start + self.size),)
+        width = self.extent[2]
+        return tuple(
+            (low, low + width)
+            for low in range(self.start, self.start + self.extent[1] * self.stride, self.stride)
+        )
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -94,27 +120,45 @@ class Block:
         """GPUs of the block inside one node (tensor parallelism must divide it)."""
         return self.extent[2]
 
-    def gpus(self) -> range:
-        """Flat indices of the block's GPUs."""
-        return range(self.start, self.end)
+    def gpus(self) -> range | tuple[int, ...]:
+        """Flat indices of the block's GPUs, in rank order (node by node for a sliced block)."""
+        if not self.stride:
+            return range(self.start, self.end)
+        return tuple(gpu for low, high in self.pieces() for gpu in range(low, high))
+
+    def holds(self, low: int, high: int) -> bool:
+        """Whether the flat GPUs ``low..high-1`` all lie in this block."""
+        return any(first <= low and high <= last for first, last in self.pieces())
 
     def intersects(self, other: Block) -> bool:
         """Whether the two blocks share a GPU."""
-        return self.start < other.end and other.start < self.end
+        if not (self.start < other.end and other.start < self.end):
+            return False
+        if not (self.stride or other.stride):
+            return True
+        return any(
+            low < last and first < high
+            for low, high in self.pieces()
+            for first, last in other.pieces()
+        )
 
     def contains(self, other: Block) -> bool:
         """Whether ``other`` lies inside this block."""
-        return self.start <= other.start and other.end <= self.end
+        if not (self.stride or other.stride):
+            return self.start <= other.start and other.end <= self.end
+        return all(self.holds(low, high) for low, high in other.pieces())
 
     def to_json(self) -> dict[str, list[int]]:
         """The block as written in plan files."""
         return {"origin": list(self.origin), "extent": list(self.extent)}
 
     def label(self) -> str:
-        """Short human-readable form, e.g. ``gpus 0-7``."""
+        """Short human-readable form, e.g. ``gpus 0-7`` (``gpus 0-1,8-9`` when sliced)."""
         if self.size == 1:
             return f"gpu {self.start}"
-        return f"gpus {self.start}-{self.end - 1}"
+        return "gpus " + ",".join(
+            str(low) if high - low == 1 else f"{low}-{high - 1}" for low, high in self.pieces()
+        )
 
 
 def _distance(peers: tuple[int, int, int]) -> tuple[int, int, int]:
@@ -135,6 +179,9 @@ class Cluster:
         ``placement.node_blocks``: ``any`` (every run of whole nodes inside a
         rack is a block), ``aligned`` (only aligned power-of-two groups) or
         ``auto`` (``any`` in racks of up to 8 nodes, else ``aligned``).
+    sliced
+        ``placement.sliced_blocks``: whether sliced blocks are blocks too
+        (:func:`rlplan.rpeg.schema.geometry.sliced_blocks`).
     pool, offset
         The GPU pool this geometry is (:class:`rlplan.rpeg.model.pools.PooledCluster`
         lays pools out one after another) and the flat index of its first GPU.
@@ -145,6 +192,7 @@ class Cluster:
         hardware: Hardware,
         min_block_gpus: int = 1,
         node_blocks: str = "any",
+        sliced: bool = False,
         *,
         pool: int = 0,
         offset: int = 0,
@@ -157,6 +205,7 @@ class Cluster:
         self.min_block_gpus = min_block_gpus
         #: ``any`` or ``aligned``: ``placement.node_blocks`` in this rack size.
         self.node_blocks = effective_node_blocks(node_blocks, hardware.nodes_per_rack)
+        self.sliced = sliced
         self.num_gpus = hardware.num_gpus
         self.gpus_per_rack = hardware.gpus_per_rack
         self._group_levels: dict[tuple, GroupLevels] = {}
@@ -171,7 +220,14 @@ class Cluster:
         start = self.offset + self.flat_index(*origin)
         size = racks * nodes * gpus
         level = "g" if racks == 1 and nodes == 1 else ("n" if racks == 1 else "r")
-        return Block(start, size, tuple(origin), tagged(extent, self.pool), level, self.pool)
+        stride = self.gpus_per_node if self.is_sliced_extent(extent) else 0
+        return Block(
+            start, size, tuple(origin), tagged(extent, self.pool), level, self.pool, stride
+        )
+
+    def is_sliced_extent(self, extent: tuple[int, int, int]) -> bool:
+        """Whether a block of ``extent`` takes part of each of several nodes (is sliced)."""
+        return extent[0] == 1 and extent[1] > 1 and extent[2] < self.gpus_per_node
 
     @cached_property
     def blocks(self) -> tuple[Block, ...]:
@@ -184,6 +240,7 @@ class Cluster:
                 self.gpus_per_node,
                 self.min_block_gpus,
                 self.node_blocks,
+                self.sliced,
             )
         )
 
@@ -218,9 +275,23 @@ class Cluster:
             for first, count in node_runs(self.nodes_per_rack, self.node_blocks)
         )
 
+    @cached_property
+    def gpu_masks(self) -> tuple[int, ...]:
+        """The GPU bits of a symmetry mask that map every block onto a block.
+
+        All of them without sliced blocks; with them, those of
+        :func:`rlplan.rpeg.model.slices.slice_gpu_masks` (0 and ``G - 1``
+        on nodes of 4 or more GPUs).
+        """
+        if not self.sliced or not self.xor_symmetric:
+            return tuple(range(self.gpus_per_node))
+        return slice_gpu_masks(self.gpus_per_node)
+
     def is_symmetry(self, mask: int) -> bool:
         """Whether ``i -> i ^ mask`` maps every block onto a block of the same shape."""
         if not self.xor_symmetric or not 0 <= mask < self.num_gpus:
+            return False
+        if self.sliced and mask % self.gpus_per_node not in self.gpu_masks:
             return False
         if not self.node_reflection_only:
             return True
@@ -228,13 +299,15 @@ class Cluster:
 
     @cached_property
     def _block_at(self) -> dict[tuple[int, int], Block]:
-        return {(block.start, block.size): block for block in self.blocks}
+        return {(block.start, block.size): block for block in self.blocks if not block.sliced}
 
     def mirror(self, block: Block, mask: int) -> Block:
         """The image of ``block`` under ``i -> i ^ mask`` (needs :meth:`is_symmetry`).
 
         ``i`` is the GPU's index inside this pool (its flat index less :attr:`offset`).
         """
+        if block.sliced:
+            return self._mirror_sliced(block, mask)
         local = block.start - self.offset
         if block.size & (block.size - 1) == 0 and local % block.size == 0:
             start = self.offset + (local ^ (mask & ~(block.size - 1)))
@@ -246,6 +319,10 @@ class Cluster:
             node = self.nodes_per_rack - node - count
         rack ^= mask // self.gpus_per_rack
         return self.block_index[((rack, node, 0), block.extent)]
+
+    def _mirror_sliced(self, block: Block, mask: int) -> Block:
+        """:meth:`mirror` of a sliced block (:func:`rlplan.rpeg.model.slices.sliced_image`)."""
+        return self.block_index[(sliced_image(self, block, mask), block.extent)]
 
     def canonical_mask(self, block: Block) -> int:
         """A symmetry mask taking ``block`` to the block of its orbit that starts first.
@@ -259,11 +336,26 @@ class Cluster:
         """
         rack, node, gpu = block.origin
         count = block.extent[1]
+        if self.sliced:
+            return self._canonical_mask_sliced(block)
         if not self.node_reflection_only:
             bits = node
         else:
             bits = 0 if node <= self.nodes_per_rack - node - count else self.nodes_per_rack - 1
         return (rack * self.nodes_per_rack + bits) * self.gpus_per_node + gpu
+
+    def _canonical_mask_sliced(self, block: Block) -> int:
+        """:meth:`canonical_mask` with sliced blocks: the symmetry whose image starts first.
+
+        The rack bits are the block's own; the node and GPU bits are tried
+        among those of a symmetry (:attr:`gpu_masks`, and only 0 or all ones
+        for the nodes when :attr:`node_reflection_only`).
+        """
+        N, G = self.nodes_per_rack, self.gpus_per_node
+        nodes = (0, N - 1) if self.node_reflection_only else range(N)
+        base = block.origin[0] * self.gpus_per_rack
+        masks = [base + bits * G + gpu for bits in nodes for gpu in self.gpu_masks]
+        return min(masks, key=lambda mask: (self.mirror(block, mask).start, mask))
 
     def is_canonical(self, block: Block) -> bool:
         """Whether ``block`` starts first in its orbit (:meth:`canonical_mask` keeps it)."""
@@ -322,11 +414,17 @@ class Cluster:
                 f"{self.racks}x{self.nodes_per_rack}x{self.gpus_per_node}",
             )
         block = self.block_index.get((origin, tagged(extent, self.pool)))
+        if block is None and self.is_sliced_extent(extent) and not self.sliced:
+            raise PlanError(
+                path,
+                f"origin {list(origin)} extent {list(extent)} is a sliced block (part of each "
+                "of several nodes): allowed only with placement.sliced_blocks: true",
+            )
         if block is None:
             raise PlanError(
                 path,
                 f"origin {list(origin)} extent {list(extent)} is not a block of the plan space "
-                f"({block_words(self.node_blocks)}, or the cluster"
+                f"({block_words(self.node_blocks, self.sliced)}, or the cluster"
                 + (f", at least {self.min_block_gpus} GPUs" if self.min_block_gpus > 1 else "")
                 + ")",
             )
@@ -386,11 +484,16 @@ class Cluster:
     ) -> GroupLevels:
         """:meth:`group_levels` without the cache, walking every rank of a multi-node block."""
         size = extent[0] * extent[1] * extent[2]
-        if size <= self.gpus_per_node:
+        sliced = self.is_sliced_extent(extent)
+        if size <= self.gpus_per_node and not sliced:
             return GroupLevels("g", "g", "g", "g", "g", (ep - 1, 0, 0))
         worst = dict.fromkeys(("tp", "pp", "dp", "cp", "ep"), "g")
+        place = slice_place(extent[2], self.gpus_per_node) if sliced else None
 
         def update(key: str, low: int, high: int) -> None:
+            if place is not None:
+                # Rank order is node by node: the ranks between two lie between them.
+                low, high = place(low), place(high)
             level = self.range_level(low, high)
             if LEVEL_ORDER[level] > LEVEL_ORDER[worst[key]]:
                 worst[key] = level
@@ -410,11 +513,11 @@ class Cluster:
             update("dp", offset, offset + (dp - 1) * pp * inner)
         peers = (0, 0, 0)
         if ep > 1:
-            peers = self._expert_levels(update, dp, pp, inner, ep, etp)
+            peers = self._expert_levels(update, dp, pp, inner, ep, etp, place)
         return GroupLevels(worst["tp"], worst["pp"], worst["dp"], worst["cp"], worst["ep"], peers)
 
     def _expert_levels(
-        self, update, dp: int, pp: int, inner: int, ep: int, etp: int
+        self, update, dp: int, pp: int, inner: int, ep: int, etp: int, place=None
     ) -> tuple[int, int, int]:
         """Update the ep level with every expert-parallel group of the first stage.
 
@@ -435,6 +538,8 @@ class Cluster:
             for offset in range(etp):
                 members = [rank((copy * ep + j) * etp + offset) for j in range(ep)]
                 update("ep", members[0], members[-1])
+                if place is not None:
+                    members = [place(member) for member in members]
                 farthest = max(farthest, self._peers_by_level(members), key=_distance)
         return farthest
 

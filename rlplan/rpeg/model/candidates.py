@@ -125,7 +125,10 @@ class CandidateDirectory:
         #: Directories of the instance's other template (AC-share), built on first use.
         self._variants: dict[bool, CandidateDirectory] = {instance.fused: self}
         self.cluster = cluster or PooledCluster(
-            instance.pools, instance.placement.min_block_gpus, instance.placement.node_blocks
+            instance.pools,
+            instance.placement.min_block_gpus,
+            instance.placement.node_blocks,
+            instance.placement.sliced_blocks,
         )
         #: One cost model per pool, on the pool's hardware and geometry.
         self.costs = tuple(

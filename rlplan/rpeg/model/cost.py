@@ -183,7 +183,10 @@ class CostModel(MemoryTerms, ExpertTerms, StageTerms, TimeParts, RolloutMemory, 
         self.workload: Workload = instance.workload
         self.engine = instance.engine
         self.cluster = cluster or Cluster(
-            self.hardware, instance.placement.min_block_gpus, instance.placement.node_blocks
+            self.hardware,
+            instance.placement.min_block_gpus,
+            instance.placement.node_blocks,
+            instance.placement.sliced_blocks,
         )
         #: The link between pools (level ``x``), None on a one-pool cluster.
         self.inter_pool = instance.inter_pool

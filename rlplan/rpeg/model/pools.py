@@ -34,6 +34,8 @@ class PooledCluster:
         Smallest block size in the plan space.
     node_blocks
         ``placement.node_blocks`` (:class:`~rlplan.rpeg.model.blocks.Cluster`), for every pool.
+    sliced
+        ``placement.sliced_blocks``, for every pool.
 
     Attributes
     ----------
@@ -44,12 +46,16 @@ class PooledCluster:
     """
 
     def __init__(
-        self, pools: Sequence[Pool], min_block_gpus: int = 1, node_blocks: str = "any"
+        self,
+        pools: Sequence[Pool],
+        min_block_gpus: int = 1,
+        node_blocks: str = "any",
+        sliced: bool = False,
     ) -> None:
         geometries, offset = [], 0
         for index, pool in enumerate(pools):
             geometry = Cluster(
-                pool.hardware, min_block_gpus, node_blocks, pool=index, offset=offset
+                pool.hardware, min_block_gpus, node_blocks, sliced, pool=index, offset=offset
             )
             geometries.append(geometry)
             offset += pool.hardware.num_gpus
@@ -191,7 +197,23 @@ class PooledCluster:
         geometry = self.pools[block.pool]
         width = geometry.gpus_per_node
         base = geometry.offset + (node - self.first_nodes[block.pool]) * width
-        return max(0, min(block.end, base + width) - max(block.start, base))
+        return sum(max(0, min(high, base + width) - max(low, base)) for low, high in block.pieces())
+
+    def node_ranges(self, block: Block) -> tuple[tuple[int, int, int], ...]:
+        """``(flat node, first GPU, one past last GPU)`` of ``block``'s GPUs on each of its nodes.
+
+        A block's GPUs on one node are one range, whether it is contiguous or sliced.
+        """
+        geometry = self.pools[block.pool]
+        width, first = geometry.gpus_per_node, self.first_nodes[block.pool]
+        found = []
+        for node in self.nodes_of(block):
+            base = geometry.offset + (node - first) * width
+            for low, high in block.pieces():
+                low, high = max(low, base), min(high, base + width)
+                if low < high:
+                    found.append((node, low, high))
+        return tuple(found)
 
     def node_widths(self) -> tuple[int, ...]:
         """GPUs per node of each pool."""

@@ -68,7 +68,8 @@ def parse_block_pin(
         raise InstanceError(
             where,
             f"no block of the plan space has {described} (blocks are "
-            f"{block_words(placement.node_blocks)}, or the whole {_wholes(pools, chosen)}"
+            f"{block_words(placement.node_blocks, placement.sliced_blocks)}, "
+            f"or the whole {_wholes(pools, chosen)}"
             + (
                 f", at least {placement.min_block_gpus} GPUs"
                 if placement.min_block_gpus > 1
@@ -100,4 +101,5 @@ def _pool_blocks(
         hardware.gpus_per_node,
         placement.min_block_gpus,
         placement.node_blocks,
+        placement.sliced_blocks,
     )

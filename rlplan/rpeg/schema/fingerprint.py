@@ -60,6 +60,8 @@ def _placement(instance: Instance) -> dict[str, Any]:
     content = dataclasses.asdict(instance.placement)
     if content.get("node_blocks") == NODE_BLOCKS[0]:
         del content["node_blocks"]
+    if not content.get("sliced_blocks"):
+        content.pop("sliced_blocks", None)
     for _, pin in content["pin"]["vertices"]:
         if pin.get("pool") is None:
             pin.pop("pool", None)

@@ -24,6 +24,7 @@ from typing import Any
 from rlplan.rpeg.errors import InstanceError, did_you_mean
 from rlplan.rpeg.errors import describe as _describe
 from rlplan.rpeg.schema.checks import (
+    boolean,
     check_keys,
     mapping,
     positive_int,
@@ -93,6 +94,10 @@ class PlacementConfig:
         run, e.g. nodes 1-3 of a 4-node rack), ``aligned`` (the aligned
         power-of-two groups only) or ``auto`` (``any`` in racks of up to 8
         nodes) (:mod:`rlplan.rpeg.schema.geometry`).
+    sliced_blocks
+        Whether sliced blocks are blocks too: one in-node range on each node
+        of an aligned group of nodes, e.g. GPUs 0-1 of both nodes of a 2-node
+        rack (:func:`rlplan.rpeg.schema.geometry.sliced_blocks`). Off by default.
     pin
         What-if pins (``placement.pin``, :mod:`rlplan.rpeg.schema.pins`): fields of some
         vertices' placements and staleness fixed by the user.
@@ -100,6 +105,7 @@ class PlacementConfig:
 
     min_block_gpus: int = 1
     node_blocks: str = NODE_BLOCKS[0]
+    sliced_blocks: bool = False
     microbatches: tuple[int, ...] | None = None
     micro_batch_sizes: tuple[int, ...] | None = DEFAULT_MICRO_BATCH_SIZES
     pin: Pins = field(default_factory=Pins)
@@ -111,6 +117,7 @@ class PlacementConfig:
                 "placement.min_block_gpus", f"must be a power of two, got {self.min_block_gpus}"
             )
         NODE_BLOCKS_VALUE.check(self.node_blocks, "placement.node_blocks")
+        boolean(self.sliced_blocks, "placement.sliced_blocks")
         if (self.microbatches is None) == (self.micro_batch_sizes is None):
             raise InstanceError(
                 "placement.microbatches",
@@ -209,6 +216,7 @@ LEGACY_CONCURRENCY = "concurrency"
 _PLACEMENT_KEYS = (
     "min_block_gpus",
     "node_blocks",
+    "sliced_blocks",
     "microbatches",
     "micro_batch_sizes",
     *(declared.list_key for declared in DIMENSIONS),
@@ -236,6 +244,8 @@ def parse_placement(data: Any) -> PlacementConfig:
         values["node_blocks"] = NODE_BLOCKS_VALUE.check(
             section["node_blocks"], "placement.node_blocks"
         )
+    if section.get("sliced_blocks") is not None:
+        values["sliced_blocks"] = boolean(section["sliced_blocks"], "placement.sliced_blocks")
     given_counts = section.get("microbatches") is not None
     given_sizes = section.get("micro_batch_sizes") is not None
     if given_counts and given_sizes:

@@ -30,6 +30,7 @@ from typing import Any
 
 from rlplan.rpeg.schema.engine import ENGINE_FIELDS
 from rlplan.rpeg.schema.fields import (
+    BOOLEAN,
     FRACTION_OPEN_LOW,
     POSITIVE_INT,
     Field,
@@ -286,6 +287,10 @@ _PLACEMENT_VALUES: dict[str, tuple[ValueType, str]] = {
     "node_blocks": (
         NODE_BLOCKS_VALUE,
         "Runs of whole nodes in a rack that are blocks: any run, or aligned power-of-two groups",
+    ),
+    "sliced_blocks": (
+        BOOLEAN,
+        "Also sliced blocks: one in-node GPU range on each node of an aligned group of nodes",
     ),
     "microbatches": (_listed(_int_list("microbatches"), "counts"), "Micro-batch counts"),
     "micro_batch_sizes": (

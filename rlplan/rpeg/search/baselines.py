@@ -141,6 +141,9 @@ def _pack(choices: list[tuple[Block, ...]]) -> list[Block] | None:
                 placed[index] = block
                 used.append(block)
                 break
+            if block.sliced or overlap.sliced:
+                position += 1  # a sliced block's hull holds GPUs it does not take
+                continue
             position = bisect.bisect_left(
                 blocks, overlap.end, lo=position + 1, key=lambda b: b.start
             )

@@ -58,6 +58,7 @@ from rlplan.rpeg.model.frameworks.rules import (
     FieldValues,
     FieldWhenShared,
     Framework,
+    NotSliced,
     SameBlock,
     SameLayout,
     SameNodeWidth,
@@ -176,6 +177,15 @@ _GENERATION = (
         "policy.generation.colocated.resources.gpus_per_node == cluster.gpus_per_node), "
         "nemo_rl/algorithms/ppo.py (setup: one cluster of cluster.gpus_per_node per node)",
         vertices=("actor.train", "actor.generate", "critic.train"),
+    ),
+    NotSliced(
+        name="generation-on-one-node-or-whole-nodes",
+        words="actor.generate and actor.train take no sliced block: apart, generation takes "
+        "GPUs of one node or whole nodes, and the policy the rest",
+        need="generation on part of each of several nodes",
+        source=f"{_AT}, nemo_rl/algorithms/grpo.py (setup: generation apart gets "
+        "generation.colocated.resources gpus_per_node on one node, whole nodes on more)",
+        vertices=("actor.generate", "actor.train"),
     ),
     DisjointWhenStale(
         name="async-generation-apart",

@@ -14,6 +14,9 @@ inherits it:
 :class:`WholeCluster`
     a vertex's block is the whole cluster, on a cluster of several GPU pools
     the whole of its pool (a block filter of the directory).
+:class:`NotSliced`
+    a vertex's block is not sliced (``placement.sliced_blocks``; a block
+    filter of the directory too).
 :class:`StalenessValues`
     a trained model's staleness takes only some values.
 :class:`SameBlock` / :class:`SameLayout`
@@ -163,6 +166,19 @@ class WholeCluster(Rule):
 
 
 @dataclass(frozen=True)
+class NotSliced(Rule):
+    """Vertices ``vertices`` take no sliced block (part of each of several nodes)."""
+
+    vertices: tuple[str, ...] = ()
+
+    def got(self, name: str, block: Block, sizes: PoolSizes | int) -> str | None:
+        """``got <block> (sliced)`` when ``block`` of vertex ``name`` breaks the rule, else None."""
+        if name in self.vertices and block.sliced:
+            return f"got {block.label()} (sliced)"
+        return None
+
+
+@dataclass(frozen=True)
 class StalenessValues(Rule):
     """Every trained model's staleness lies in ``allowed``."""
 
@@ -275,8 +291,8 @@ class Framework:
         return None
 
     def block_problem(self, name: str, block: Block, sizes: PoolSizes | int) -> str | None:
-        """Why ``block`` breaks a :class:`WholeCluster` rule for vertex ``name`` (None: none)."""
-        for rule in self.of_kind(WholeCluster):
+        """Why ``block`` breaks a :class:`WholeCluster` or :class:`NotSliced` rule of ``name``."""
+        for rule in self.of_kind(WholeCluster) + self.of_kind(NotSliced):
             got = rule.got(name, block, sizes)
             if got is not None:
                 return f"{self.display} {rule.line()}; {got}"
@@ -334,7 +350,7 @@ def plan_breaks(
     found: list[tuple[Rule, str]] = []
     prefix = framework.display
     for rule in framework.rules:
-        if isinstance(rule, FieldValues | WholeCluster):
+        if isinstance(rule, FieldValues | WholeCluster | NotSliced):
             for i, name in enumerate(names):
                 if isinstance(rule, FieldValues):
                     got = rule.got(name, template.vertices[i].kind, placed[name].strategy)
