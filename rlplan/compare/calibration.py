@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlplan.compare.realism import PUBLISHED, RunCheck, check_run, published_runs
+from rlplan.compare.realism import HELD_OUT, PUBLISHED, RunCheck, check_run, published_runs
 from rlplan.rpeg.errors import InputError
 from rlplan.rpeg.schema.instance import Instance, load_instance
 
@@ -84,12 +84,15 @@ def load_runs(folder: Path = PUBLISHED) -> list[Run]:
     """Every published run of ``folder`` (instance and plan) of dense models.
 
     The knobs were fitted to the dense runs; a run of a mixture of experts is
-    left out, so that its check (:mod:`rlplan.compare.realism`) stays a check
-    of the model on a run it was not fitted to.
+    left out, and so is a held-out dense run (:data:`~rlplan.compare.realism.HELD_OUT`),
+    so that its check (:mod:`rlplan.compare.realism`) stays a check of the model
+    on a run it was not fitted to.
     """
     runs = []
     for instance_path, plan_path in published_runs(folder):
         instance = load_instance(instance_path)
+        if instance.name in HELD_OUT:
+            continue
         if not any(spec.is_moe for spec in instance.models.values()):
             runs.append(Run(instance_path, plan_path, instance))
     return runs

@@ -230,3 +230,22 @@ def test_every_pair_of_blocks_intersects_as_their_gpu_sets_do():
         a, b = set(first.gpus()), set(second.gpus())
         assert first.intersects(second) == bool(a & b)
         assert first.contains(second) == (b <= a)
+
+
+def test_nemo_rl_refuses_sliced_blocks_and_verl_takes_them():
+    """NeMo RL puts generation apart on one node or whole nodes: the published verl async
+    plan (2 + 6 GPUs of each node) breaks that rule, and verl's rules hold."""
+    from rlplan.rpeg.model.frameworks import FRAMEWORKS
+    from rlplan.rpeg.model.frameworks.rules import plan_problems
+    from rlplan.rpeg.model.plan import read_plan
+
+    published = Path(__file__).resolve().parents[2] / "instances" / "published"
+    stem = published / "verl_dapo_qwen25_math_7b_16_h20_async"
+    run = Problem.load(f"{stem}.yaml")
+    plan = read_plan(f"{stem}.plan.json", run.directory)
+    template, gpus = run.directory.template, run.instance.hardware.num_gpus
+    problems = plan_problems(FRAMEWORKS["nemo-rl"], template, plan, gpus)
+    sliced = [line for line in problems if "generation-on-one-node-or-whole-nodes" in line]
+    assert [line.split(":")[0] for line in sliced] == ["actor.generate", "actor.train"]
+    assert "got gpus 0-1,8-9 (sliced)" in sliced[0]
+    assert not plan_problems(FRAMEWORKS["verl"], template, plan, gpus)
