@@ -22,7 +22,7 @@ from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.trace import Event
 from rlplan.rpeg.model.blocks import Cluster
 from rlplan.rpeg.model.plan import Placement, Plan
-from rlplan.rpeg.schema.fingerprint import instance_fingerprint
+from rlplan.rpeg.schema.fingerprint import _placement, instance_fingerprint
 from rlplan.rpeg.schema.geometry import plan_space_blocks, slice_ranges
 from rlplan.rpeg.schema.hardware import Hardware
 from rlplan.rpeg.schema.instance import parse_instance
@@ -205,6 +205,9 @@ def test_the_option_is_off_by_default_and_keeps_the_fingerprint():
     off = parse_instance(document(sliced_blocks=False), name="off")
     on = parse_instance(document(sliced_blocks=True), name="on")
     assert instance_fingerprint(plain) == instance_fingerprint(off) != instance_fingerprint(on)
+    # What the fingerprint hashes has no sliced_blocks key when it is off: plan files
+    # written before the key existed keep their fingerprint.
+    assert "sliced_blocks" not in _placement(off) and _placement(on)["sliced_blocks"] is True
     assert not any(b.sliced for b in Problem.from_instance(plain).directory.cluster.blocks)
 
 
@@ -249,3 +252,15 @@ def test_nemo_rl_refuses_sliced_blocks_and_verl_takes_them():
     assert [line.split(":")[0] for line in sliced] == ["actor.generate", "actor.train"]
     assert "got gpus 0-1,8-9 (sliced)" in sliced[0]
     assert not plan_problems(FRAMEWORKS["verl"], template, plan, gpus)
+
+
+def test_the_cli_refuses_a_bad_option_value_in_one_line(cli, tmp_path):
+    """``check`` on an instance with ``sliced_blocks: "yes"``: exit 2, one line, no traceback."""
+    import json
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(json.dumps(document(sliced_blocks="yes")), encoding="utf-8")
+    code, _, err = cli("check", path)
+    assert code == 2
+    assert "placement.sliced_blocks" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
