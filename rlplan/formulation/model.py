@@ -219,6 +219,24 @@ class Formulation:
             if self.assignments[vertex][index].layout != layout
         )
 
+    @property
+    def sliced(self) -> bool:
+        """Whether some block of the formulation is sliced (its GPUs are no one range)."""
+        return any(block.sliced for block in self.blocks)
+
+    def node_terms(self, vertex: int) -> dict[int, tuple[tuple[int, int, int], ...]]:
+        """Per flat node, ``(assignment, first GPU, GPUs)`` of ``vertex``'s assignments there.
+
+        A block's GPUs on one node are one range, contiguous or sliced: the
+        exclusivity of sliced blocks is written node by node from these.
+        """
+        cluster = self.problem.directory.cluster
+        found: dict[int, list[tuple[int, int, int]]] = {}
+        for index, a in enumerate(self.assignments[vertex]):
+            for node, low, high in cluster.node_ranges(a.block):
+                found.setdefault(node, []).append((index, low, high - low))
+        return {node: tuple(terms) for node, terms in sorted(found.items())}
+
     def covering(self, vertex: int, unit: tuple[int, int]) -> tuple[int, ...]:
         """Assignments of ``vertex`` whose block covers the GPU unit ``unit`` (cached)."""
         key = (vertex, unit)

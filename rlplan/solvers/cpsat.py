@@ -286,7 +286,7 @@ class CpSatModel:
     def _gpu_exclusivity(self) -> None:
         """Runs whose GPU ranges intersect do not overlap in time (NoOverlap2D)."""
         f = self.formulation
-        if any(block.sliced for block in f.blocks):
+        if f.sliced:
             self._node_exclusivity()
             return
         self.model.add_no_overlap_2d(
@@ -305,13 +305,9 @@ class CpSatModel:
         f, v, model = self.formulation, self.vars, self.model
         cluster = f.problem.directory.cluster
         boxes_time, boxes_gpus = [], []
-        for vertex, items in enumerate(f.assignments):
+        for vertex in range(f.num_vertices):
             self._tick()
-            by_node: dict[int, list[tuple[int, int, int]]] = {}
-            for index, a in enumerate(items):
-                for node, low, high in cluster.node_ranges(a.block):
-                    by_node.setdefault(node, []).append((index, low, high - low))
-            for node, terms in sorted(by_node.items()):
+            for node, terms in f.node_terms(vertex).items():
                 literals = [v.choose[vertex][index] for index, _, _ in terms]
                 present = model.new_bool_var(f"on_node[{vertex},{node}]")
                 model.add(present == sum(literals))
