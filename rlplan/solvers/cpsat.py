@@ -502,6 +502,8 @@ class CpSatModel:
         booleans = sum(1 for var in proto.variables if list(var.domain) == [0, 1])
         f = self.formulation
         intervals = f.num_runs + f.num_vertices
+        if f.sliced:  # one GPU interval per vertex and node (_node_exclusivity)
+            intervals += sum(len(f.node_terms(vertex)) for vertex in range(f.num_vertices))
         return {
             "variables": len(proto.variables),
             "booleans": booleans,
