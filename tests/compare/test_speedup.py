@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from rlplan.compare.summary import render_summary
 
 
@@ -33,6 +31,9 @@ def test_speedup_per_instance_and_geometric_mean():
         # two repeats: the median 3.5 is auto's step time on b
         record("b", "auto", 3.0),
         record("b", "auto", 4.0, repeat=1),
+        # c: a baseline faster than every other solver counts against them, not as the best
+        record("c", "greedy", 2.0),
+        record("c", "auto", 4.0),
     ]
     summary = render_summary(records, ["greedy", "split", "local", "auto"], 10)
     section = summary[summary.index("## Speed-up over the baselines") :]
@@ -40,9 +41,11 @@ def test_speedup_per_instance_and_geometric_mean():
     assert "| a | 2.500x | 1.500x |" in section
     # b: best = min(3.0, median(3, 4) = 3.5) = 3.0: greedy 9 / 3 = 3.0x; split has no plan.
     assert "| b | 3.000x | — |" in section
-    # geometric mean over a and b: sqrt(2.5 x 3.0) = 2.739; split over a alone: 1.5.
-    mean = math.sqrt(2.5 * 3.0)
-    assert f"| **geometric mean** | **{mean:.3f}x** (2) | **1.500x** (1) |" in section
+    # c: greedy 2 / auto 4 = 0.5x (the best plan is slower there); split did not run.
+    assert "| c | 0.500x | — |" in section
+    # geometric mean over a, b and c: (2.5 x 3.0 x 0.5)^(1/3) = 1.554; split over a: 1.5.
+    mean = (2.5 * 3.0 * 0.5) ** (1 / 3)
+    assert f"| **geometric mean** | **{mean:.3f}x** (3) | **1.500x** (1) |" in section
 
 
 def test_no_section_without_a_baseline_solver():

@@ -8,8 +8,9 @@ from pathlib import Path
 from rlplan.outputs.report_md import render_report
 from rlplan.outputs.value_section import value_table
 from rlplan.rpeg.evaluation.problem import Problem
+from rlplan.rpeg.search.baselines import concurrent_plan, greedy_plan
 from rlplan.rpeg.search.split import split_plan
-from rlplan.solvers import greedy
+from rlplan.solvers import auto, greedy, value
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.value import baseline_steps, compared, step_of, value_lines
 from tests.htmlcheck import parse_report
@@ -118,3 +119,22 @@ def test_no_section_without_figures():
     result = greedy.solve(problem, SolveOptions(time_limit=10, threads=1, seed=0))
     assert value_table(result) == []
     assert "Against the baselines" not in render_report(problem, result, None)
+
+
+def test_auto_records_its_start_baselines_and_they_are_not_rebuilt(monkeypatch):
+    problem = Problem.load(str(TINY_GRPO_4))
+    result = auto.solve(problem, SolveOptions(time_limit=10, threads=1, seed=0))
+    directory, simulator = problem.directory, problem.simulator
+    expected = {
+        "greedy": step_of(problem, greedy_plan(directory, simulator)),
+        "concurrent": step_of(problem, concurrent_plan(directory, simulator)),
+    }
+    assert result.stats["baselines"] == expected
+
+    def rebuilt(*_):
+        raise AssertionError("a baseline auto built was built again")
+
+    monkeypatch.setitem(value.BASELINES, "greedy", rebuilt)
+    monkeypatch.setitem(value.BASELINES, "concurrent", rebuilt)
+    steps = baseline_steps(problem, result)
+    assert {name: steps[name] for name in expected} == expected
