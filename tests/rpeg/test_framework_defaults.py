@@ -10,6 +10,7 @@ from rlplan.rpeg.search.framework_defaults import (
     NEMO_RL_DEFAULTS,
     default_candidate,
     nemo_rl_default,
+    openrlhf_default,
     slime_default,
     verl_default,
 )
@@ -91,3 +92,14 @@ def test_backend_names_the_framework(cli, tmp_path):
     assert code == 0 and "(default:verl," in stdout
     code, _, err = cli("solve", GRPO_7B, "--solver", "default:vrel", "--out", tmp_path / "x")
     assert code == 2 and len(err.splitlines()) == 1 and "default:NAME" in err
+
+
+def test_openrlhf_default_runs_vllm_apart_first():
+    p = problem(GRPO_7B, "openrlhf")
+    placed = rows(p, openrlhf_default(p.directory, p.simulator))
+    # --train.colocate_all off: the vLLM engines on GPUs of their own, placed first here;
+    # --vllm.tensor_parallel_size 1; the DeepSpeed groups share the other block.
+    generation = placed.pop("actor.generate")
+    others = {block for block, _ in placed.values()}
+    assert len(others) == 1 and generation[0] not in others
+    assert generation[0].startswith("gpus 0-") and generation[1].tp == 1

@@ -8,7 +8,9 @@ from pathlib import Path
 from rlplan.outputs.report_md import render_report
 from rlplan.outputs.value_section import value_table
 from rlplan.rpeg.evaluation.problem import Problem
+from rlplan.rpeg.model.plan import read_plan
 from rlplan.rpeg.search.baselines import concurrent_plan, greedy_plan
+from rlplan.rpeg.search.framework_defaults import slime_default
 from rlplan.rpeg.search.split import split_plan
 from rlplan.solvers import auto, greedy, value
 from rlplan.solvers.options import SolveOptions
@@ -138,3 +140,41 @@ def test_auto_records_its_start_baselines_and_they_are_not_rebuilt(monkeypatch):
     monkeypatch.setitem(value.BASELINES, "concurrent", rebuilt)
     steps = baseline_steps(problem, result)
     assert {name: steps[name] for name in expected} == expected
+
+
+PUBLISHED = REPO / "instances" / "published" / "nemo_rl_grpo_llama31_8b_2x8_h100.yaml"
+
+
+def test_a_published_run_is_set_against_its_published_plan(cli, tmp_path):
+    out = tmp_path / "run"
+    code, stdout, _ = cli("solve", PUBLISHED, "--solver", "greedy", "--quiet", "--out", out)
+    assert code == 0
+    problem = Problem.load(str(PUBLISHED))
+    plan = read_plan(PUBLISHED.with_suffix(".plan.json"), problem.directory)
+    published = step_of(problem, plan)
+    best = json.loads((out / "result.json").read_text())["step_time_s"]
+    # reference.step_time_s: 97.7 (the measured step), beside the plan's simulated one.
+    name = "published plan nemo_rl_grpo_llama31_8b_2x8_h100.plan.json (measured 97.7000 s)"
+    assert f"versus       {name} {compared(published, best)}" in stdout.splitlines()
+
+
+def test_framework_default_line_under_framework(cli, tmp_path):
+    out = tmp_path / "run"
+    code, stdout, _ = cli(
+        "solve",
+        TINY_GRPO_4,
+        "--solver",
+        "split",
+        "--framework",
+        "slime",
+        "--quiet",
+        "--out",
+        out,
+    )
+    assert code == 0
+    entry = json.loads((out / "result.json").read_text())["stats"]["value"]["against"]
+    assert [item["name"] for item in entry] == ["slime default"]
+    inside = Problem.load(str(TINY_GRPO_4)).with_framework("slime")
+    expected = step_of(inside, slime_default(inside.directory, inside.simulator))
+    assert entry[0]["step_time"] == expected
+    assert any(line.startswith("versus       slime default ") for line in stdout.splitlines())
