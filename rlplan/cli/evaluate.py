@@ -42,8 +42,8 @@ from rlplan.rpeg.schema.model_presets import MODEL_PRESETS
 from rlplan.rpeg.schema.models import ModelSpec
 from rlplan.rpeg.schema.pins import pin_words
 from rlplan.rpeg.schema.pools import cluster_words
-from rlplan.rpeg.search.baselines import concurrent_plan, greedy_plan
 from rlplan.solvers.common import best_over_templates, plan_result
+from rlplan.solvers.value import BASELINES
 
 
 def command_check(args: argparse.Namespace) -> int:
@@ -265,7 +265,7 @@ def command_baseline(args: argparse.Namespace) -> int:
         check_output_folder(out, run=True)
     if report_unplaceable(problem):
         return EXIT_INFEASIBLE
-    build = greedy_plan if args.kind == "greedy" else concurrent_plan
+    build = BASELINES[args.kind]
     plan, _ = best_over_templates(problem, build)
     if plan is None:
         print(f"no plan: the {args.kind} baseline found no memory-feasible plan")

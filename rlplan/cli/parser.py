@@ -77,10 +77,11 @@ def add_baseline(commands: argparse._SubParsersAction) -> None:
     baseline.add_argument("instance", help=INSTANCE_HELP)
     baseline.add_argument(
         "--kind",
-        choices=("greedy", "concurrent"),
+        choices=("greedy", "concurrent", "split"),
         default="greedy",
         help="greedy: the fastest strategy per vertex on the whole cluster; concurrent: the "
-        "cluster partitioned among vertices of equal depth in the step's graph "
+        "cluster partitioned among vertices of equal depth in the step's graph; split: "
+        "generation and the rest on disjoint blocks sized by their work "
         "(default: %(default)s)",
     )
     baseline.add_argument("--out", help=RUN_FOLDER_HELP)
@@ -109,8 +110,10 @@ def add_solve(commands: argparse._SubParsersAction) -> None:
     solve.add_argument(
         "--solver",
         metavar="SOLVER",
-        help=f"backend: {', '.join(BACKENDS)}, or milp:ENGINE for any Pyomo MIP solver "
-        "(e.g. milp:cbc, milp:gurobi); default: the instance's solver.backend",
+        help=f"backend: {', '.join(name for name in BACKENDS if name != 'default')}, or "
+        "milp:ENGINE for any Pyomo MIP solver (e.g. milp:cbc, milp:gurobi), or "
+        "default:FRAMEWORK for a framework's default plan (verl, nemo-rl, openrlhf, slime); "
+        "default: the instance's solver.backend",
     )
     solve.add_argument("--time-limit", type=float, help="seconds (default: solver.time_limit)")
     solve.add_argument("--threads", type=int, help="worker threads of exact backends")
@@ -128,6 +131,13 @@ def add_solve(commands: argparse._SubParsersAction) -> None:
         "(default: solver.gap); a plan proven within it is reported OPTIMAL_WITHIN_GAP",
     )
     solve.add_argument("--quiet", action="store_true", help="no live progress")
+    solve.add_argument(
+        "--against",
+        metavar="PLAN",
+        help="a plan file to set the best plan against (simulated on the instance); default: "
+        "a published run's plan next to its instance (NAME.plan.json beside NAME.yaml with a "
+        "reference: section)",
+    )
     solve.add_argument(
         "--framework",
         metavar="FRAMEWORK",
@@ -185,7 +195,7 @@ def add_compare(commands: argparse._SubParsersAction) -> None:
     compare.add_argument("--suite", help="suite file (default instances/suites/default.yaml)")
     compare.add_argument(
         "--solvers",
-        default="greedy,concurrent,local,cpsat,milp",
+        default="greedy,concurrent,split,local,cpsat,milp",
         help=f"comma-separated backends among {', '.join(BACKENDS)} and milp:ENGINE "
         "(default: %(default)s)",
     )

@@ -29,15 +29,17 @@ from rlplan.outputs.report_html import render_html_report
 from rlplan.outputs.report_md import render_report
 from rlplan.outputs.vocabulary import framework_view
 from rlplan.rpeg import interrupts
+from rlplan.rpeg.errors import PlanError
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
-from rlplan.rpeg.model.plan import plan_to_json
+from rlplan.rpeg.model.plan import Plan, plan_to_json, read_plan
 from rlplan.rpeg.schema.solver_options import COMMAND_LINE, check_option
 from rlplan.solvers.framework_gap import framework_words, solve_in_framework
 from rlplan.solvers.options import solve_request
 from rlplan.solvers.progress import finish_history, make_progress
 from rlplan.solvers.result import Result, Status
 from rlplan.solvers.staleness import describe_staleness
+from rlplan.solvers.value import step_of, value_lines, value_stats
 
 
 def command_solve(args: argparse.Namespace) -> int:
@@ -62,6 +64,7 @@ def command_solve(args: argparse.Namespace) -> int:
         instance = problem.instance
         optimizer = dataclasses.replace(instance.optimizer, e_max=args.evaluations)
         problem = Problem.from_instance(dataclasses.replace(instance, optimizer=optimizer))
+    against = against_plan(args.instance, problem, args.against)
     request = solve_request(problem.instance.solver, given, COMMAND_LINE)
     out = args.out or default_out(problem.instance.name)
     if not args.out:
@@ -81,6 +84,9 @@ def command_solve(args: argparse.Namespace) -> int:
         # A second signal from here on exits once the run folder is complete.
         with interrupts.critical():
             mark_interrupted(result)
+            if result.plan is not None and not interrupts.requested():
+                entries = [] if against is None else [against_entry(*against)]
+                result.stats["value"] = value_stats(problem, result, entries)
             result.stats["incumbent_history"] = finish_history(
                 options.progress.history, result.makespan, result.wall_time
             )
@@ -91,6 +97,37 @@ def command_solve(args: argparse.Namespace) -> int:
         sys.stderr.flush()
         os._exit(code)
     return code
+
+
+def against_plan(
+    instance_path: str, problem: Problem, given: str | None
+) -> tuple[str, Problem, Plan] | None:
+    """The configuration to set the best plan against: (its name, its problem, its plan).
+
+    ``--against PLAN`` (read in the full plan space; a bad file is an input
+    error before the solve), else a published run's plan beside its instance
+    (``NAME.plan.json`` next to ``NAME.yaml`` for an instance with a
+    ``reference:`` section), else None.
+    """
+    if given is not None:
+        full = problem.with_framework(None)
+        return f"plan {os.path.basename(given)}", full, read_plan(given, full.directory)
+    beside = os.path.splitext(instance_path)[0] + ".plan.json"
+    reference = problem.instance.reference
+    if reference is None or not os.path.isfile(beside):
+        return None
+    full = problem.with_framework(None)
+    try:
+        plan = read_plan(beside, full.directory)
+    except PlanError:
+        return None  # a published plan the instance's plan space cannot hold: no line
+    name = f"published plan {os.path.basename(beside)} (measured {reference.step_time_s:.4f} s)"
+    return name, full, plan
+
+
+def against_entry(name: str, problem: Problem, plan: Plan) -> dict:
+    """The ``result.stats["value"]["against"]`` entry of a plan: its simulated step time."""
+    return {"name": name, "step_time": step_of(problem, plan)}
 
 
 def mark_interrupted(result: Result) -> None:
@@ -223,6 +260,8 @@ def print_solve_summary(result: Result, written: list[str], memory: Sequence[str
         print(
             f"bound        {result.bound_step:.4f} s per step ({what} {result.bound:.4f} s){shown}"
         )
+    for line in value_lines(result.stats, result.step_time):
+        print(f"versus       {line}")
     for line in memory:
         print(line)
     print("wrote " + ", ".join(written))

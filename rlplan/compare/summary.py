@@ -7,6 +7,7 @@ import statistics
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from rlplan.compare.speedup import speedup_section
 from rlplan.solvers.result import OPTIMALITY_TOLERANCE
 
 if TYPE_CHECKING:
@@ -149,6 +150,7 @@ def render_summary(records: list[dict], solvers: list[str], time_limit: float) -
             f"| {solver} | {shown} | {planned}/{len(instances)} | "
             f"{wins} | {optimal} | {'—' if not walls else f'{statistics.median(walls):.2f}'} |"
         )
+    lines += speedup_section(table, instances, solvers)
     return "\n".join(lines) + "\n"
 
 

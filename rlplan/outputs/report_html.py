@@ -11,6 +11,7 @@ from rlplan.outputs.html_page import HtmlReport
 from rlplan.outputs.pool_groups import PoolSpan, pool_memory, pool_spans
 from rlplan.outputs.report_md import colocation_seconds
 from rlplan.outputs.time_parts_section import time_parts_html, time_parts_section
+from rlplan.outputs.value_section import COLUMNS, HEADING, INTRO, value_table
 from rlplan.outputs.vocabulary import framework_view, reward_rule_view
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
@@ -102,6 +103,7 @@ def render_html_report(
         summary.append(("note", result.message))
     report.pairs(summary)
     _framework_space(report, result)
+    _value(report, result)
     report.heading("Bound")
     rows = []
     for template in problem.templates:
@@ -178,6 +180,16 @@ def _framework_space(report: HtmlReport, result: Result) -> None:
         report.items(section.needs)
         report.paragraph("The rules it breaks:")
         report.items(section.broken)
+
+
+def _value(report: HtmlReport, result: Result) -> None:
+    """The "Against the baselines" section as report.md has it (from the shared builder)."""
+    rows = value_table(result)
+    if not rows:
+        return
+    report.heading(HEADING)
+    report.paragraph(INTRO)
+    report.table(COLUMNS, rows)
 
 
 def _pools(report: HtmlReport, spans: tuple[PoolSpan, ...]) -> None:

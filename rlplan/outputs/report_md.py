@@ -6,6 +6,7 @@ from rlplan.outputs.cost import cost_rows
 from rlplan.outputs.framework_space import framework_space_section
 from rlplan.outputs.pool_groups import PoolSpan, pool_memory, pool_spans, span_of
 from rlplan.outputs.time_parts_section import time_parts_markdown, time_parts_section
+from rlplan.outputs.value_section import value_markdown
 from rlplan.outputs.vocabulary import framework_markdown, framework_view, reward_rule_view
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Trace
@@ -153,6 +154,7 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
         f"{plan_space_note(placement.node_blocks, placement.sliced_blocks)}.",
     ]
     lines += framework_space_markdown(result)
+    lines += value_markdown(result)
     if result.plan is None or trace is None:
         return "\n".join(lines) + "\n"
     plan = result.plan

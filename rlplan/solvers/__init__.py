@@ -15,11 +15,13 @@ from rlplan.solvers.result import Result, Status
 BACKENDS: dict[str, str] = {
     "greedy": "rlplan.solvers.greedy",
     "concurrent": "rlplan.solvers.concurrent",
+    "split": "rlplan.solvers.split",
     "local": "rlplan.solvers.local",
     "exhaustive": "rlplan.solvers.exhaustive",
     "cpsat": "rlplan.solvers.cpsat",
     "auto": "rlplan.solvers.auto",
     "milp": "rlplan.solvers.milp",
+    "default": "rlplan.solvers.framework_default",
 }
 
 
@@ -39,10 +41,17 @@ def get_solver(name: str) -> Callable[[Problem, SolveOptions], Result]:
         milp = importlib.import_module(BACKENDS["milp"])
         milp.check_engine(engine)
         return functools.partial(milp.solve, engine=engine)
-    module = BACKENDS.get(name)
+    if name.startswith("default:"):
+        framework = importlib.import_module(BACKENDS["default"])
+        framework.check_framework(name.split(":", 1)[1])
+        return functools.partial(framework.solve, framework=name.split(":", 1)[1])
+    module = None if name == "default" else BACKENDS.get(name)
     if module is None:
-        known = ", ".join(BACKENDS)
-        raise InputError("--solver", f"unknown solver {name!r} (available: {known}, milp:NAME)")
+        known = ", ".join(key for key in BACKENDS if key != "default")
+        raise InputError(
+            "--solver",
+            f"unknown solver {name!r} (available: {known}, milp:NAME, default:FRAMEWORK)",
+        )
     return importlib.import_module(module).solve
 
 

@@ -24,6 +24,7 @@ from rlplan.solvers.local import baseline_deadline, best_baseline, improve
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.result import Result, Status, verdict
 from rlplan.solvers.templates import solve_templates, with_staleness_switch
+from rlplan.solvers.value import plan_steps
 
 #: The first local search: at most this share of the time limit, and it ends
 #: once it has converged past :data:`LOCAL_EVALUATIONS` evaluations (a few
@@ -80,7 +81,8 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
     infeasible = unplaceable_result(problem, "auto", started)
     if infeasible is not None:
         return infeasible
-    start = best_baseline(problem, baseline_deadline(options.time_limit))
+    found: dict[str, Plan | None] = {}
+    start = best_baseline(problem, baseline_deadline(options.time_limit), found)
     if start is None:
         return plan_result(
             problem,
@@ -91,7 +93,10 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
             message="no baseline plan fits in memory" + within_space(problem),
         )
     simulator = problem.simulator
-    stats: dict = {"baseline_makespan": simulator.evaluate(start).makespan}
+    stats: dict = {
+        "baseline_makespan": simulator.evaluate(start).makespan,
+        "baselines": plan_steps(problem, found),
+    }
     # Plans are compared by score: the makespan, x (1 + lambda_ac) for a fused plan,
     # x (1 + lambda_stale) for an off-policy one.
     best = _Best(simulator, start, simulator.evaluate(start).score)

@@ -23,6 +23,7 @@ from rlplan.solvers.common import (
 )
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.result import Result
+from rlplan.solvers.value import plan_steps
 
 #: Seeded random plans tried (each repaired for memory) when neither baseline fits.
 SAMPLED_STARTS = 200
@@ -52,7 +53,9 @@ def baseline_deadline(time_limit: float) -> float:
     return time.perf_counter() + BASELINE_SHARE * time_limit
 
 
-def best_baseline(problem: Problem, deadline: float = math.inf) -> Plan | None:
+def best_baseline(
+    problem: Problem, deadline: float = math.inf, found: dict[str, Plan | None] | None = None
+) -> Plan | None:
     """The better (by simulated score) of the greedy and concurrent baselines.
 
     On an AC-share problem both baselines are built for each template. When
@@ -60,15 +63,18 @@ def best_baseline(problem: Problem, deadline: float = math.inf) -> Plan | None:
     (:func:`sampled_plan`), or ``None``. The concurrent baseline tries no
     further partition once ``time.perf_counter()`` passes ``deadline``
     (:func:`~rlplan.rpeg.search.baselines.concurrent_plan`), so a solve's
-    time limit holds on instances whose memory repair is slow.
+    time limit holds on instances whose memory repair is slow. ``found``, when
+    given, receives both baselines' plans by name (None: no plan), for the
+    solve's value lines (:mod:`rlplan.solvers.value`).
     """
     concurrent = functools.partial(concurrent_plan, deadline=deadline)
-    plans = [
-        plan
-        for build in (greedy_plan, concurrent)
-        for plan in (best_over_templates(problem, build)[0],)
-        if plan is not None
-    ]
+    built = {
+        name: best_over_templates(problem, build)[0]
+        for name, build in (("greedy", greedy_plan), ("concurrent", concurrent))
+    }
+    if found is not None:
+        found.update(built)
+    plans = [plan for plan in built.values() if plan is not None]
     if not plans:
         return sampled_plan(problem)
     return min(plans, key=lambda plan: problem.simulator.evaluate(plan).score)
@@ -125,7 +131,8 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
     infeasible = unplaceable_result(problem, "local", started)
     if infeasible is not None:
         return infeasible
-    start = best_baseline(problem, baseline_deadline(options.time_limit))
+    found: dict[str, Plan | None] = {}
+    start = best_baseline(problem, baseline_deadline(options.time_limit), found)
     if start is None:
         return plan_result(
             problem,
@@ -137,6 +144,7 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
     options.progress.update(best=problem.simulator.evaluate(start).score, bound=problem.score_bound)
     remaining = max(0.0, options.time_limit - (time.perf_counter() - started))
     plan, stats = improve(problem, start, options, remaining)
+    stats["baselines"] = plan_steps(problem, found)
     message = "interrupted: best plan so far" if stats["interrupted"] else ""
     return plan_result(
         problem,

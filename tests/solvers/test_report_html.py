@@ -33,9 +33,11 @@ def test_solve_writes_a_self_contained_report_html(cli, tmp_path):
     code, stdout, _ = cli("solve", instance, "--solver", "exhaustive", "--out", out, "--quiet")
     assert code == 0 and "report.html" in stdout
     text = (out / "report.html").read_text()
-    contents = assert_self_contained(text, figures=1, tables=6)
+    # "Against the baselines" (the solve's value lines) comes after the summary.
+    contents = assert_self_contained(text, figures=1, tables=7)
     assert contents.headings[1:] == [
         "Summary",
+        "Against the baselines",
         "Bound",
         "Placement",
         "Staleness",
@@ -49,7 +51,8 @@ def test_solve_writes_a_self_contained_report_html(cli, tmp_path):
     assert summary["status"] == "OPTIMAL" and summary["solver"] == "exhaustive"
     reference = solve("exhaustive", load_problem("tiny_dpo_2gpu.yaml"), SolveOptions(60))
     assert summary["step time (simulated)"] == f"{reference.step_time:.4f} s"
-    placement = contents.tables[2]
+    assert contents.tables[1][0] == ["against", "its step time", "this plan"]
+    placement = contents.tables[3]
     assert placement[0][0] == "vertex" and len(placement) > 2
     headers = [table[0] for table in contents.tables]
     memory = contents.tables[headers.index(["GPUs", "peak"])]

@@ -201,12 +201,16 @@ def test_highs_log_only_with_verbose(tmp_path):
     assert quiet.returncode == 0
     assert "HiGHS" not in quiet.stdout + quiet.stderr
     assert quiet.stderr == ""
-    # (a note appears when the on-policy solve hands back its warm start)
+    # (a note appears when the on-policy solve hands back its warm start; one versus line
+    # per baseline: greedy, concurrent, split)
     assert [line.split()[0] for line in quiet.stdout.splitlines() if line[:4] != "note"] == [
         "status",
         "step",
         "staleness",
         "bound",
+        "versus",
+        "versus",
+        "versus",
         "wrote",
     ]
     verbose = _cli("solve", instance, "--solver", "milp", "--verbose", "--out", str(tmp_path / "b"))
