@@ -11,7 +11,7 @@ from rlplan.formulation import Formulation
 from rlplan.formulation.schedule import earliest_ends
 from rlplan.rpeg import interrupts
 from rlplan.rpeg.evaluation.problem import Problem
-from rlplan.rpeg.evaluation.simulator import Simulator
+from rlplan.rpeg.evaluation.simulator import Simulator, Trace
 from rlplan.rpeg.model.candidates import CandidateDirectory
 from rlplan.rpeg.model.plan import Plan
 from rlplan.solvers.result import Result, Status, verdict
@@ -214,6 +214,9 @@ def _simulated_result(
             **shared,
         )
     makespan = trace.makespan
+    if trace.period is not None:
+        # The steady-state step is the step time; the fill shows beside it.
+        shared = {**shared, "stats": {**shared.get("stats", {}), **steady_stats(trace)}}
     # A valid bound never exceeds a feasible plan's score; a solver's float
     # tolerance can put it a hair above.
     bound = min(bound, makespan * factor)
@@ -230,6 +233,11 @@ def _simulated_result(
         policy=staleness_summary(problem, plan, makespan),
         **shared,
     )
+
+
+def steady_stats(trace: Trace) -> dict:
+    """The period and the unrolled step of a steady-state trace, for a result's stats."""
+    return {"period_s": trace.period, "unrolled_step_s": trace.unrolled_step}
 
 
 def _ac_fields(problem: Problem, templates: dict | None) -> dict:

@@ -151,6 +151,12 @@ def solve_exact(
             problem, backend.label, start, started, stats, options.gap, bound, message
         )
 
+    if problem.instance.steady_state:
+        return start_result(
+            None,
+            f"{backend.display} models the makespan of k_eval steps, not the steady-state "
+            "period (optimizer.objective); the warm-start plan is reported",
+        )
     try:
         formulation = build_formulation(problem, upper)
         deadline.check("formulation")
