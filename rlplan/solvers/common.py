@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlplan.formulation import Formulation
-from rlplan.formulation.schedule import earliest_ends
+from rlplan.formulation.schedule import earliest_ends, earliest_period
 from rlplan.rpeg import interrupts
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Simulator, Trace
@@ -412,7 +412,11 @@ def judge_objective(
     tolerance = formulation.simulation_tolerance(objective)
     if abs(result.makespan - objective) <= tolerance:
         return True
-    earliest = max(earliest_ends(formulation, *solution)) * formulation.unit
+    if formulation.steady:  # k_eval periods, as the simulated makespan
+        periods = problem.instance.k_eval * earliest_period(formulation, *solution)
+        earliest = periods * formulation.unit
+    else:
+        earliest = max(earliest_ends(formulation, *solution)) * formulation.unit
     result.stats["model_earliest_makespan_s"] = earliest
     within = abs(result.makespan - earliest) <= formulation.simulation_tolerance(earliest)
     if within and earliest <= objective + tolerance:

@@ -7,8 +7,9 @@ every q in ``-Q..Q + 1``, with Q = 2 + the largest staleness candidate, keeps
 the smallest period, and turns the best offsets into a cyclic order: the runs
 of one window [a_0, a_0 + T) of the periodic schedule, by start.
 
-The range holds every order that can be optimal: a pair's q is the number
-of periods between two runs that share a GPU, and one step's runs lie within
+The range (:func:`rlplan.formulation.rows.turn_offsets`, the exact models'
+too) holds every order that can be optimal: a pair's q is the number of
+periods between two runs that share a GPU, and one step's runs lie within
 1 + σ periods of one another (each pub edge closes the step's path within
 that many), so larger offsets only stretch the cycles through the pair.
 """
@@ -19,17 +20,21 @@ import itertools
 import math
 from collections.abc import Sequence
 
+from rlplan.formulation.rows import turn_offsets
 from rlplan.rpeg.evaluation.occupancy import Occupancy
-from rlplan.rpeg.evaluation.period import CycleEdge, cycle_edges, max_cycle_ratio
+from rlplan.rpeg.evaluation.period import (
+    CycleEdge,
+    cycle_edges,
+    max_cycle_ratio,
+    periodic_starts,
+)
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Plan
 
 
-def offset_range(problem: Problem) -> range:
-    """The offsets q the oracle tries for a pair sharing a GPU."""
-    candidates = problem.instance.optimizer.staleness_candidates.values()
-    reach = 2 + max((max(values) for values in candidates), default=0)
-    return range(-reach, reach + 2)
+def offset_range(problem: Problem) -> tuple[int, ...]:
+    """The offsets q the oracle tries for a pair sharing a GPU (those of the exact models)."""
+    return turn_offsets(problem.instance.optimizer.staleness_candidates)
 
 
 def best_cycle(problem: Problem, plan: Plan, incumbent: float) -> tuple[float, Plan | None]:
@@ -58,20 +63,10 @@ def best_cycle(problem: Problem, plan: Plan, incumbent: float) -> tuple[float, P
 def cyclic_order(vertices: int, edges: Sequence[CycleEdge], period: float) -> tuple:
     """(vertex, shift) by start in the window [a_0, a_0 + T) of the earliest periodic schedule.
 
-    The offsets a_v are the longest paths at ``period`` (weights W - h*T) from
-    a source joined to every vertex; run (v, t) starts at a_v + t*T, and the
-    window's run of v is the one of step t_v, shift -t_v.
+    Run (v, t) starts at a_v + t*T (:func:`periodic_starts`); the window's
+    run of v is the one of step t_v, shift -t_v (shifts from 0).
     """
-    start = [0.0] * vertices
-    slack = 1e-9 * max(1.0, period)
-    for _ in range(vertices):
-        changed = False
-        for edge in edges:
-            value = start[edge.src] + edge.weight - period * edge.height
-            if value > start[edge.dst] + slack:
-                start[edge.dst], changed = value, True
-        if not changed:
-            break
+    start = periodic_starts(vertices, edges, period)
     steps = [math.ceil((start[0] - start[v]) / period - 1e-9) for v in range(vertices)]
     shift = min(-t for t in steps)
     runs = sorted(range(vertices), key=lambda v: (start[v] + steps[v] * period, v))

@@ -108,6 +108,26 @@ def max_cycle_ratio(nodes: int, edges: Sequence[CycleEdge]) -> float:
         period = ratio
 
 
+def periodic_starts(vertices: int, edges: Sequence[CycleEdge], period: float) -> list[float]:
+    """Offsets a_v of the earliest periodic schedule at ``period`` (the first at 0 or later).
+
+    Longest paths at weights W - h*T from a source joined to every vertex:
+    with ``period`` at least the largest cycle ratio no cycle is positive,
+    so ``vertices`` rounds settle them.
+    """
+    start = [0.0] * vertices
+    slack = _EPS * max(1.0, period)
+    for _ in range(vertices):
+        changed = False
+        for edge in edges:
+            value = start[edge.src] + edge.weight - period * edge.height
+            if value > start[edge.dst] + slack:
+                start[edge.dst], changed = value, True
+        if not changed:
+            break
+    return start
+
+
 def cyclic_sequence(cycle: Sequence[tuple[int, int]], vertices: int, steps: int) -> list[int]:
     """Run ids (step-major) of ``steps`` steps placed window after window in the cyclic order.
 

@@ -42,11 +42,13 @@ from rlplan.rpeg.evaluation import host_memory
 from rlplan.rpeg.evaluation.host_memory import HostOverflow
 from rlplan.rpeg.evaluation.occupancy import Occupancy
 from rlplan.rpeg.evaluation.period import (
+    CycleEdge,
     cycle_edges,
     cycle_offsets,
     cycle_problem,
     cyclic_sequence,
     max_cycle_ratio,
+    periodic_starts,
     sequence_offsets,
 )
 from rlplan.rpeg.evaluation.schedule import (
@@ -566,24 +568,50 @@ class Simulator:
         the list schedule's, read in the middle of :data:`PERIOD_STEPS` steps;
         should that not repeat, the limit of the list schedule's makespan.
         """
+        edges = self._event_graph(plan, occupancy, durations, lags)
+        if edges is None:
+            steps = PERIOD_STEPS[-1]
+            longer = self.makespan_over(plan, 2 * steps)
+            return (longer - self.makespan_over(plan, steps)) / steps
+        return max_cycle_ratio(self.num_vertices, edges)
+
+    def _event_graph(
+        self, plan: Plan, occupancy: Occupancy, durations: list[float], lags: list[float]
+    ) -> list[CycleEdge] | None:
+        """The plan's event graph (:func:`cycle_edges`); None if its list order never repeats."""
         cover = occupancy.cover
         precedences = self.precedences(plan.staleness, lags)
         if plan.order is not None:
             self._check_cycle(plan, lags)
-            offsets = cycle_offsets(plan.order, cover)
-        else:
-            offsets = None
-            for steps in PERIOD_STEPS:
-                graph = self.run_graph(plan.staleness, steps)
-                _, _, placed = list_schedule(graph, cover, durations, lags)
-                offsets = sequence_offsets(placed, self.num_vertices, steps, cover)
-                if offsets is not None:
-                    break
-            if offsets is None:
-                steps = PERIOD_STEPS[-1]
-                longer = self.makespan_over(plan, 2 * steps)
-                return (longer - self.makespan_over(plan, steps)) / steps
-        return max_cycle_ratio(self.num_vertices, cycle_edges(durations, precedences, offsets))
+            return cycle_edges(durations, precedences, cycle_offsets(plan.order, cover))
+        for steps in PERIOD_STEPS:
+            graph = self.run_graph(plan.staleness, steps)
+            _, _, placed = list_schedule(graph, cover, durations, lags)
+            offsets = sequence_offsets(placed, self.num_vertices, steps, cover)
+            if offsets is not None:
+                return cycle_edges(durations, precedences, offsets)
+        return None
+
+    def periodic_schedule(self, plan: Plan) -> tuple[float, list[float]]:
+        """(period, offset a_v of every vertex) of the earliest periodic schedule of ``plan``.
+
+        Run (v, t) starts at a_v + t*T. Without a repeating list order the
+        offsets are those of the event graph of the plan's placement with no
+        turns (the warm start of an exact model needs them only as a hint).
+        """
+        terms = self.staleness_terms(plan.staleness)
+        if terms.graph is None:
+            return self.variant(terms.fused).periodic_schedule(plan)
+        placements = plan.placements
+        occupancy = Occupancy.of(placements)
+        colocated = self._colocated(occupancy)
+        durations = self._durations(placements, self.directory.candidates_of(placements), colocated)
+        lags = self._lags(placements)
+        period = self._period(plan, occupancy, durations, lags)
+        edges = self._event_graph(plan, occupancy, durations, lags)
+        if edges is None:
+            edges = cycle_edges(durations, self.precedences(plan.staleness, lags), {})
+        return period, periodic_starts(self.num_vertices, edges, period)
 
     def makespan_over(self, plan: Plan, steps: int) -> float:
         """Makespan of ``plan`` unrolled over ``steps`` steps, in its order (list or cyclic)."""

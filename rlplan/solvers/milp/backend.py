@@ -28,6 +28,7 @@ class MilpBackend:
 
     display = "MILP"
     model_name = "the MILP"
+    steady_state = False
 
     def __init__(self, engine: str = "highs") -> None:
         self.engine = engine
