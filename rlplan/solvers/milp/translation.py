@@ -352,8 +352,7 @@ class MilpModel:
             for condition in row.conditions:
                 switched = switched + self._condition(condition)
             on = switched - (len(row.conditions) - 1) if row.conditions else 1.0
-            start = v.run_start[row.after] + row.periods * v.makespan[None]
-            model.add(start >= v.end(row.before) + row.lag * f.unit * on)
+            model.add(self._start(row) >= v.end(row.before) + row.lag * f.unit * on)
 
     def _staleness(self) -> None:
         """Pub edges: a user at step t waits for the train run at t-1-σ, with the pub lag.
@@ -365,12 +364,19 @@ class MilpModel:
         for row in rows.pub_rows(self.formulation):
             self._switched_lag_row(row)
 
+    def _start(self, row: rows.LagRow) -> Expr:
+        """The left side of a lag row: the later run's start, plus periods·T (steady state)."""
+        start = self.vars.run_start[row.after]
+        if row.periods:
+            start = start + row.periods * self.vars.makespan[None]
+        return start
+
     def _switched_lag_row(self, row: rows.LagRow) -> None:
         """``start >= end + lag``, switched off by ``(big-M + lag) * (k - Σ conditions)``."""
         f, v = self.formulation, self.vars
         lag = row.lag * f.unit
         # Steady state: periods·T on the left, and a period's run length in the big-M.
-        start = v.run_start[row.after] + row.periods * v.makespan[None]
+        start = self._start(row)
         if not row.conditions:
             self.model.add(start >= v.end(row.before) + lag)
             return
