@@ -244,7 +244,9 @@ def _search_placement(
             state.best, state.best_plan = listed.makespan, plan
             options.progress.update(best=state.best)
         if problem.instance.steady_state:
-            _search_cycle(problem, plan, state, options)
+            _search_cycle(problem, plan, state, options, deadline)
+            if state.timed_out:
+                return
             continue
         search = _OrderSearch(problem, plan, deadline)
         if search.lower_bound() >= state.best:
@@ -262,13 +264,16 @@ def _search_placement(
             return
 
 
-def _search_cycle(problem: Problem, plan: Plan, state: _Enumeration, options: SolveOptions) -> None:
+def _search_cycle(
+    problem: Problem, plan: Plan, state: _Enumeration, options: SolveOptions, deadline: float
+) -> None:
     """Improve ``state`` with the best cyclic order of ``plan`` (steady-state objective).
 
-    ``state.best`` is ``k_eval`` periods, as the simulator's makespan is then.
+    ``state.best`` is ``k_eval`` periods, as the simulator's makespan is then;
+    ``state.timed_out`` is set when ``deadline`` passes.
     """
     k_eval = problem.instance.k_eval
-    period, cyclic = best_cycle(problem, plan, state.best / k_eval)
+    period, cyclic, state.timed_out = best_cycle(problem, plan, state.best / k_eval, deadline)
     if cyclic is not None:
         state.best, state.best_plan = k_eval * period, cyclic
         options.progress.update(best=state.best)

@@ -3,28 +3,28 @@
 A plan's period is the largest cycle ratio of its event graph, whose only
 free part is, per pair of vertices sharing a GPU, the offset q of their turns
 (docs/simulator.md, "The steady-state period"). The exhaustive oracle tries
-every q in ``-Q..Q + 1``, with Q = 2 + the largest staleness candidate, keeps
-the smallest period, and turns the best offsets into a cyclic order: the runs
-of one window [a_0, a_0 + T) of the periodic schedule, by start.
+every cyclic order (every order of the vertices in a window, with every
+shift a run may need) and keeps the smallest period; :func:`cyclic_order`
+turns offsets into the cyclic order of one window [a_0, a_0 + T).
 
-The range (:func:`rlplan.formulation.rows.turn_offsets`, the exact models'
-too) holds every order that can be optimal: a pair's q is the number of
-periods between two runs that share a GPU, and one step's runs lie within
-1 + σ periods of one another (each pub edge closes the step's path within
-that many), so larger offsets only stretch the cycles through the pair.
+The exact models' turn offsets (:func:`rlplan.formulation.rows.turn_offsets`)
+hold those of every such order: a pair's q is a difference of two shifts,
+or one minus it.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import time
 from collections.abc import Sequence
 
-from rlplan.formulation.rows import turn_offsets
 from rlplan.rpeg.evaluation.occupancy import Occupancy
 from rlplan.rpeg.evaluation.period import (
     CycleEdge,
     cycle_edges,
+    cycle_offsets,
+    cycle_problem,
     max_cycle_ratio,
     periodic_starts,
 )
@@ -32,32 +32,61 @@ from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Plan
 
 
-def offset_range(problem: Problem) -> tuple[int, ...]:
-    """The offsets q the oracle tries for a pair sharing a GPU (those of the exact models)."""
-    return turn_offsets(problem.instance.optimizer.staleness_candidates)
-
-
-def best_cycle(problem: Problem, plan: Plan, incumbent: float) -> tuple[float, Plan | None]:
+def best_cycle(
+    problem: Problem, plan: Plan, incumbent: float, deadline: float = math.inf
+) -> tuple[float, Plan | None, bool]:
     """The smallest period of ``plan``'s placement and staleness below ``incumbent``.
 
-    Returns (period, the plan with its cyclic order), or (incumbent, None)
-    when no order beats it.
+    Every cyclic order is tried: vertex 0 first at shift 0 (a window may
+    start anywhere), the others in every order with shifts in
+    :func:`shift_range`; one that is not topological is skipped.
+
+    Returns
+    -------
+    tuple
+        (period, the plan with its cyclic order, timed out), or (incumbent,
+        None, ...) when no order beats it.
     """
     simulator = problem.simulator.for_plan(plan)
     occupancy = Occupancy.of(plan.placements)
     durations = simulator.durations(plan)
+    count = len(durations)
     precedences = simulator.precedences(plan.staleness, simulator.lags(plan))
-    pairs = [(u, v) for u in range(len(durations)) for v in occupancy.cover[u] if v > u]
+    shifts = shift_range(problem, precedences, count)
     best, best_plan = incumbent, None
-    for values in itertools.product(offset_range(problem), repeat=len(pairs)):
-        edges = cycle_edges(durations, precedences, dict(zip(pairs, values, strict=True)))
-        try:
-            period = max_cycle_ratio(len(durations), edges)
-        except ValueError:
-            continue  # some cycle has no period: the turns deadlock
-        if period < best:
-            best, best_plan = period, plan.with_order(cyclic_order(len(durations), edges, period))
-    return best, best_plan
+    tried = 0
+    for others in itertools.permutations(range(1, count)):
+        for values in itertools.product(shifts, repeat=count - 1):
+            tried += 1
+            if tried % 256 == 0 and time.perf_counter() > deadline:
+                return best, best_plan, True
+            cycle = ((0, 0), *zip(others, values, strict=True))
+            if cycle_problem(cycle, count, precedences) is not None:
+                continue
+            offsets = cycle_offsets(cycle, occupancy.cover)
+            period = max_cycle_ratio(count, cycle_edges(durations, precedences, offsets))
+            if period < best:
+                best, best_plan = period, plan.with_order(_normalised(cycle))
+    return best, best_plan, False
+
+
+def shift_range(problem: Problem, precedences, count: int) -> range:
+    """Shifts relative to vertex 0 that a cyclic order may need.
+
+    Vertex 0 feeding every other in its step (a root), each run is placed
+    no earlier than its step's first, and no later than 1 + σ windows after
+    it (the pub edge into the next rollouts): 0..1 + σ; otherwise either way.
+    """
+    candidates = problem.instance.optimizer.staleness_candidates.values()
+    reach = 1 + max((max(values) for values in candidates), default=0)
+    root = all(dst != 0 for _, dst, _, steps in precedences if steps == 0)
+    return range(0 if root else -reach, reach + 1)
+
+
+def _normalised(cycle) -> tuple:
+    """``cycle`` with its shifts from 0."""
+    low = min(shift for _, shift in cycle)
+    return tuple((vertex, shift - low) for vertex, shift in cycle)
 
 
 def cyclic_order(vertices: int, edges: Sequence[CycleEdge], period: float) -> tuple:

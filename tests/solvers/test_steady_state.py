@@ -44,12 +44,12 @@ def lag_optima():
 def test_the_steady_state_optimum_is_one_step_stale_with_the_reward_between_steps(lag_optima):
     # tiny_lag_grpo_2gpu_async: generation G, reward R, training A on 2 GPUs; G and A never
     # share a GPU (memory, the instance's header). The oracle's optimum puts G on GPU 0,
-    # A on GPU 1 and R on both (tp 2), at staleness 1, with the cyclic order
-    # G (shift 0), A (shift 1), R (shift 0): each window generates step t, trains step
-    # t - 1, then rewards step t. Its event graph's cycles (durations d, data lags
-    # l_GR, l_RA, refit L across GPUs, all from the simulator):
-    #   G -> R -> G (turns on GPU 0, q = 0):         d_G + l_GR + d_R over 1 period;
-    #   R -> A -> R (data, then turns on GPU 1, q = 1): d_R + l_RA + d_A over 1;
+    # A on GPU 1 and R on both (tp 2), at staleness 1. In the cyclic order G, R, A (all
+    # shift 0) each window runs one step; in G, A (shift 1), R each window trains the
+    # step before: both give the event graph's cycles (durations d, data lags l_GR,
+    # l_RA, refit L across GPUs, all from the simulator)
+    #   G -> R -> G (turns on GPU 0):                  d_G + l_GR + d_R over 1 period;
+    #   R -> A -> R (data, then turns on GPU 1):       d_R + l_RA + d_A over 1;
     #   G -> R -> A -> G (data, data, refit at σ = 1): d_G + l_GR + d_R + l_RA + d_A + L over 2.
     # d_G = 2.9091 s dominates: T = d_G + l_GR + d_R = 2.9091 + 0.0015 + 0.0511 = 2.9617 s.
     _, _, steady, result = lag_optima
@@ -57,7 +57,8 @@ def test_the_steady_state_optimum_is_one_step_stale_with_the_reward_between_step
     simulator = steady.simulator
     plan = result.plan
     assert plan.staleness_map == {"actor": 1}
-    assert plan.order == ((0, 0), (2, 1), (1, 0))
+    assert plan.order in (((0, 0), (1, 0), (2, 0)), ((0, 0), (2, 1), (1, 0)))
+    assert [p.block.size for p in plan.placements] == [1, 2, 1]
     d_g, d_r, d_a = simulator.durations(plan)
     l_gr, l_ra, refit = simulator.lags(plan)
     hand = max(d_g + l_gr + d_r, d_r + l_ra + d_a, (d_g + l_gr + d_r + l_ra + d_a + refit) / 2)
@@ -91,12 +92,12 @@ def test_the_steady_state_optimum_is_not_the_makespan_optimum(lag_optima):
 
 def test_cpsat_proves_the_oracle_steady_state_optimum(lag_optima):
     # The periodic CP-SAT model (one period's offsets, pub rows 1 + σ periods apart, turns
-    # modulo T on shared GPUs) finds the oracle's plan and cyclic order, and its objective,
-    # k_eval periods, agrees with the simulated period (the judge rule).
+    # modulo T on shared GPUs) finds the oracle's period (one of its tied cyclic orders),
+    # and its objective, k_eval periods, agrees with the simulated period (the judge rule).
     _, _, steady, oracle = lag_optima
     result = cpsat.solve(steady, SolveOptions(time_limit=60, threads=1))
     assert result.status is Status.OPTIMAL
-    assert result.plan.order == oracle.plan.order
+    assert len(result.plan.order) == 3  # a cyclic order: each vertex once
     assert result.plan.staleness_map == {"actor": 1}
     assert result.step_time == pytest.approx(oracle.step_time, rel=1e-12)
     assert not result.stats.get("returned_start")
@@ -105,10 +106,10 @@ def test_cpsat_proves_the_oracle_steady_state_optimum(lag_optima):
 
 def test_the_milp_proves_the_oracle_steady_state_optimum(lag_optima):
     # The same periodic rows in the MILP (turns by big-M over the offsets q): the oracle's
-    # plan, order and period, its objective k_eval periods.
+    # period, its objective k_eval periods.
     _, _, steady, oracle = lag_optima
     result = milp.solve(steady, SolveOptions(time_limit=60, threads=1))
     assert result.status is Status.OPTIMAL
-    assert result.plan.order == oracle.plan.order
+    assert len(result.plan.order) == 3
     assert result.step_time == pytest.approx(oracle.step_time, rel=1e-12)
     assert result.stats["milp_objective_s"] == pytest.approx(2 * oracle.step_time, rel=1e-4)
