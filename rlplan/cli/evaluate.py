@@ -192,8 +192,16 @@ def gpu_memory_lines(trace: Trace, problem: Problem) -> list[str]:
 
 def print_trace_summary(trace: Trace, problem: Problem) -> None:
     """Print the simulated figures of a plan."""
-    print(f"makespan     {trace.makespan:.4f} s over {trace.k_eval} steps")
-    print(f"step time    {trace.step_time:.4f} s")
+    if trace.period is not None:
+        k = trace.k_eval
+        print(f"makespan     {trace.unrolled_makespan:.4f} s over {k} steps (with the fill)")
+        print(
+            f"step time    {trace.step_time:.4f} s steady-state step (the period; "
+            f"makespan({k})/{k} {trace.unrolled_step:.4f} s)"
+        )
+    else:
+        print(f"makespan     {trace.makespan:.4f} s over {trace.k_eval} steps")
+        print(f"step time    {trace.step_time:.4f} s")
     if problem.instance.ac_share or trace.factor != 1:
         if trace.template is not None:
             fused = trace.template == "ac_share"

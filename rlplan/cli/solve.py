@@ -237,7 +237,13 @@ def print_solve_summary(result: Result, written: list[str], memory: Sequence[str
     print(f"status       {result.describe_status()} ({result.solver}, {result.wall_time:.2f} s)")
     if result.message:
         print(f"note         {result.message}")
-    if result.step_time is not None:
+    unrolled = result.stats.get("unrolled_step_s")
+    if result.step_time is not None and unrolled is not None:
+        print(
+            f"step time    {result.step_time:.4f} s steady-state step (simulated period; "
+            f"makespan({result.k_eval})/{result.k_eval} {unrolled:.4f} s with the fill)"
+        )
+    elif result.step_time is not None:
         print(
             f"step time    {result.step_time:.4f} s (simulated; makespan {result.makespan:.4f} s)"
         )

@@ -107,6 +107,10 @@ class Formulation:
     #: Levels a transfer between two blocks may cross: ``g``, ``n``, ``r``, and
     #: ``x`` (between pools) on a cluster of several pools.
     levels: tuple[str, ...] = LEVELS
+    #: Steady-state formulation (``optimizer.objective: steady_state``): its runs are one
+    #: period's (``k_eval`` is 1), and a solution's run starts are followed by the period
+    #: T in units (docs/formulation.md#the-steady-state-objective).
+    steady: bool = False
     stats: dict = field(default_factory=dict)
     _elsewhere: dict = field(default_factory=dict, repr=False)
     _covering: dict = field(default_factory=dict, repr=False)
@@ -350,7 +354,7 @@ class Formulation:
             terms = []
             for vertex in range(self.num_vertices):
                 items = self.assignments[vertex]
-                if vertex not in roots:  # only the covering assignments have a term
+                if vertex not in roots or self.steady:  # only the covering assignments
                     terms.extend(
                         (vertex, index, self.k_eval * items[index].duration)
                         for index in self.covering(vertex, unit)
@@ -458,10 +462,26 @@ class Formulation:
             for v, a in enumerate(chosen)
         )
         order = None
-        if starts is not None:
+        if starts is not None and self.steady:
+            order = self.cyclic_order(starts)
+        elif starts is not None:
             runs = self.decoded_order(starts)
             order = tuple((r % self.num_vertices, r // self.num_vertices) for r in runs)
         return Plan(placements, make_staleness(staleness), order)
+
+    def cyclic_order(self, starts: Sequence[float]) -> tuple[tuple[int, int], ...]:
+        """The cyclic order of a steady-state solution: one period's offsets, then T (units).
+
+        The runs of the window [a_0, a_0 + T) by start: run (v, t) starts at
+        a_v + t*T, and the window's run of v is that of step t_v (shift -t_v,
+        shifts from 0).
+        """
+        period = max(round(starts[-1]), 1)
+        offsets = [round(start) for start in starts[: self.num_vertices]]
+        steps = [-((offsets[v] - offsets[0]) // period) for v in range(self.num_vertices)]
+        low = min(-t for t in steps)
+        runs = sorted(range(self.num_vertices), key=lambda v: (offsets[v] + steps[v] * period, v))
+        return tuple((v, -steps[v] - low) for v in runs)
 
     def decoded_order(self, starts: Sequence[float]) -> list[int]:
         """Run ids by start (units): the order of a plan decoded from a backend's solution.
@@ -501,6 +521,8 @@ class Formulation:
         satisfies the symmetry breaking.
         """
         plan = self.canonical(plan)
+        if self.steady:
+            return self._steady_start(plan)
         trace = self.problem.simulator.simulate(plan)
         chosen = [self.assignment_of(v, p) for v, p in enumerate(plan.placements)]
         starts = [0] * self.num_runs
@@ -508,6 +530,19 @@ class Formulation:
         for (vertex, step), (start, _) in trace.run_spans().items():
             starts[self.run(names.index(vertex), step)] = self.to_units(start)
         return chosen, plan.staleness_map, starts
+
+    def _steady_start(self, plan: Plan) -> tuple[list[int], dict[str, int], list[int]]:
+        """:meth:`warm_start` of a steady-state formulation: one period's offsets, then T.
+
+        The offsets are the earliest periodic schedule of the plan at its
+        simulated period (:func:`rlplan.rpeg.evaluation.period.periodic_starts`).
+        """
+        simulator = self.problem.simulator.for_plan(plan)
+        period, starts = simulator.periodic_schedule(plan)
+        chosen = [self.assignment_of(v, p) for v, p in enumerate(plan.placements)]
+        low = min(starts)
+        units = [self.to_units(start - low) for start in starts]
+        return chosen, plan.staleness_map, [*units, math.ceil(period / self.unit)]
 
     def colocated_of(self, chosen: Sequence[int]) -> tuple[bool, ...]:
         """Per vertex: whether it is a rollout engine sharing a GPU with another vertex."""
@@ -528,13 +563,23 @@ class Formulation:
         ]
 
     def run_ends(self, chosen: list[int], starts: list[int]) -> list[int]:
-        """End (units) of every run, given assignment indices and run starts (units)."""
+        """End (units) of every run, given assignment indices and run starts (units).
+
+        A steady-state solution's period after the starts is left out.
+        """
         durations = self.durations(chosen)
-        return [start + durations[run % self.num_vertices] for run, start in enumerate(starts)]
+        return [
+            start + durations[run % self.num_vertices]
+            for run, start in enumerate(starts[: self.num_runs])
+        ]
 
     def rounding_tolerance(self) -> float:
-        """Largest difference (s) between a model schedule and its simulation."""
-        return self.unit * (2 * self.num_runs + 2)
+        """Largest difference (s) between a model schedule and its simulation.
+
+        Steady state: per period, times the ``k_eval`` periods the objective counts.
+        """
+        periods = self.problem.instance.k_eval if self.steady else 1
+        return periods * self.unit * (2 * self.num_runs + 2)
 
     def simulation_tolerance(self, objective: float) -> float:
         """How far (s) a backend's objective may lie from the simulated makespan of its plan.
@@ -549,7 +594,13 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
     """Build the formulation of ``problem`` given a heuristic makespan ``upper_bound`` (s)."""
     directory = problem.directory
     instance = problem.instance
-    runs = len(directory.template.vertices) * instance.k_eval
+    steady = instance.steady_state
+    # Steady state: one period's runs, and the horizon of their offsets (every run of a
+    # step lies within 1 + σ periods of the step's first, rows.turn_offsets).
+    k_eval = 1 if steady else instance.k_eval
+    runs = len(directory.template.vertices) * k_eval
+    if steady:
+        upper_bound /= instance.k_eval
     # A path has at most `runs` runs and `runs` transfers; flooring each loses < 1 unit.
     unit = upper_bound * REL_ROUNDING / (2 * runs + 2)
     assignments: list[list[Assignment]] = []
@@ -599,10 +650,11 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
         | {high for b in used_blocks for _, high in b.pieces()}
     )
     gpu_units = tuple((low, high) for low, high in itertools.pairwise(cuts))
+    spread = 3 + max((max(v) for v in instance.optimizer.staleness_candidates.values()), default=0)
     formulation = Formulation(
         problem=problem,
         unit=unit,
-        horizon=math.ceil(upper_bound / unit) + 1,
+        horizon=math.ceil((spread if steady else 1) * upper_bound / unit) + 1,
         assignments=assignments,
         blocks=tuple(used_blocks),
         block_index={b: i for i, b in enumerate(used_blocks)},
@@ -610,7 +662,7 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
             m: instance.optimizer.staleness_candidates[m] for m in template.trained_models
         },
         num_vertices=len(template.vertices),
-        k_eval=instance.k_eval,
+        k_eval=k_eval,
         data_edges=tuple((e.src, e.dst) for e in template.data_edges),
         pub_edges=tuple((e.src, e.dst, e.model, e.staleness_model) for e in template.pub_edges),
         memory_capacity=max(math.floor(capacity) for capacity in directory.capacities),
@@ -624,6 +676,7 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
         memory_capacities=tuple(math.floor(capacity) for capacity in directory.capacities),
         node_capacities=tuple(math.floor(capacity) for capacity in cluster.node_capacities()),
         levels=(*LEVELS, INTER_POOL) if cluster.pooled else LEVELS,
+        steady=steady,
     )
     formulation.stats = {
         "assignments": sum(len(items) for items in assignments),

@@ -60,16 +60,35 @@ Condition = OnBlocks | Chooses | StalenessIs
 
 @dataclass(frozen=True)
 class LagRow:
-    """``run_start[after] >= run_end[before] + lag`` whenever every condition holds.
+    """``run_start[after] + periods * T >= run_end[before] + lag`` whenever every condition holds.
 
     ``lag`` is in time units (rounded down, so the row is valid); a row with
-    no conditions always holds.
+    no conditions always holds. ``periods`` is 0 but in a steady-state
+    formulation (:attr:`Formulation.steady`), whose runs are one period's and
+    T its period: a pub edge then spans 1 + σ periods, a chain one.
     """
 
     before: int
     after: int
     lag: int
     conditions: tuple[Condition, ...] = ()
+    periods: int = 0
+
+
+@dataclass(frozen=True)
+class TurnRow:
+    """Two vertices whose blocks may share a GPU take it in turn, modulo the period T.
+
+    Steady-state formulations only (docs/simulator.md, "The steady-state
+    period"): when one of the ``shares`` pairs of conditions holds, one
+    offset q of ``offsets`` is chosen and ``start[second] + q*T >=
+    end[first]``, ``start[first] + (1 - q)*T >= end[second]``.
+    """
+
+    first: int
+    second: int
+    shares: tuple[tuple[Condition, Condition], ...]
+    offsets: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -160,8 +179,37 @@ class HostRow:
         return tuple(dict.fromkeys(t.model for t in self.vertices if not t.engine))
 
 
+def turn_offsets(staleness_choices: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
+    """The turn offsets q a steady-state model and the oracle try: -Q..Q + 1, Q = 2 + max σ.
+
+    One step's runs lie within 1 + σ periods of one another (each pub edge
+    closes the step's path within that many), so a pair of runs sharing a
+    GPU is never further apart (rlplan/solvers/steady_orders.py).
+    """
+    reach = 2 + max((max(values) for values in staleness_choices.values()), default=0)
+    return tuple(range(-reach, reach + 2))
+
+
+def turn_rows(f: Formulation) -> Iterator[TurnRow]:
+    """Per pair of vertices that may share a GPU, its blocks that do and the offsets."""
+    offsets = turn_offsets(f.staleness_choices)
+    for first in range(f.num_vertices):
+        for second in range(first + 1, f.num_vertices):
+            shares = tuple(
+                (OnBlocks(first, (block,)), OnBlocks(second, overlapping))
+                for block in f.blocks_of(first)
+                if (overlapping := f.overlapping_blocks(second, block))
+            )
+            if shares:
+                yield TurnRow(first, second, shares, offsets)
+
+
 def chain_rows(f: Formulation) -> Iterator[LagRow]:
-    """The runs of one vertex go step after step."""
+    """The runs of one vertex go step after step (steady state: a run lasts at most T)."""
+    if f.steady:
+        for vertex in range(f.num_vertices):
+            yield LagRow(f.run(vertex, 0), f.run(vertex, 0), 0, (), 1)
+        return
     for step in range(1, f.k_eval):
         for vertex in range(f.num_vertices):
             yield LagRow(f.run(vertex, step - 1), f.run(vertex, step), 0)
@@ -209,8 +257,8 @@ def pub_rows(f: Formulation) -> Iterator[LagRow]:
     weight-transfer lag from a source block at each level, and the reshard lag
     when the source sits on the user's block in another weight layout.
     """
-    for src, dst, model, chosen, before, after in _pub_run_pairs(f):
-        yield LagRow(before, after, 0, chosen)
+    for src, dst, model, chosen, before, after, periods in _pub_run_pairs(f):
+        yield LagRow(before, after, 0, chosen, periods)
         for index, target in enumerate(f.assignments[dst]):
             block = f.block_index[target.block]
             user = Chooses(dst, (index,))
@@ -218,32 +266,39 @@ def pub_rows(f: Formulation) -> Iterator[LagRow]:
                 blocks = f.elsewhere_blocks(src, block, level)
                 lag = f.pub_lag_at(model, level, target)
                 if blocks and lag > 0:
-                    yield LagRow(before, after, lag, (*chosen, user, OnBlocks(src, blocks)))
+                    yield LagRow(
+                        before, after, lag, (*chosen, user, OnBlocks(src, blocks)), periods
+                    )
             if dst in f.engines:
                 continue  # a refit on the engine's own block: refit_rows
             others = f.other_layout_assignments(src, block, target.layout)
             lag = f.reshard_lag(model, target)
             if others and lag > 0:
-                yield LagRow(before, after, lag, (*chosen, user, Chooses(src, others)))
+                yield LagRow(before, after, lag, (*chosen, user, Chooses(src, others)), periods)
 
 
 def _pub_run_pairs(
     f: Formulation, engines_only: bool = False
-) -> Iterator[tuple[int, int, str, tuple[Condition, ...], int, int]]:
-    """Each pub edge's (source, user, model, staleness condition, source run, user run).
+) -> Iterator[tuple[int, int, str, tuple[Condition, ...], int, int, int]]:
+    """Each pub edge's (source, user, model, staleness condition, source run, user run, periods).
 
-    One entry per staleness value σ and step whose source step t-1-σ exists;
-    with ``engines_only`` only the edges into a rollout engine.
+    One entry per staleness value σ and step whose source step t-1-σ exists
+    (periods 0); in a steady-state formulation one per σ between the runs of
+    one period, 1 + σ periods apart. With ``engines_only`` only the edges
+    into a rollout engine.
     """
     for src, dst, model, key in f.pub_edges:
         if engines_only and dst not in f.engines:
             continue
         for sigma in f.staleness_options(key):
             chosen: tuple[Condition, ...] = () if key is None else (StalenessIs(key, sigma),)
+            if f.steady:
+                yield src, dst, model, chosen, f.run(src, 0), f.run(dst, 0), 1 + sigma
+                continue
             for step in range(f.k_eval):
                 source_step = f.pub_source_step(step, sigma)
                 if source_step >= 0:
-                    yield src, dst, model, chosen, f.run(src, source_step), f.run(dst, step)
+                    yield src, dst, model, chosen, f.run(src, source_step), f.run(dst, step), 0
 
 
 def refit_rows(f: Formulation) -> Iterator[LagRow]:
@@ -254,7 +309,7 @@ def refit_rows(f: Formulation) -> Iterator[LagRow]:
     the engine's layout, and the reshard plus the copy when it sits there in
     another layout. Refits from another block are pub lag rows.
     """
-    for src, dst, model, chosen, before, after in _pub_run_pairs(f, engines_only=True):
+    for src, dst, model, chosen, before, after, periods in _pub_run_pairs(f, engines_only=True):
         for index, target in enumerate(f.assignments[dst]):
             block = f.block_index[target.block]
             user = Chooses(dst, (index,))
@@ -262,10 +317,10 @@ def refit_rows(f: Formulation) -> Iterator[LagRow]:
             same = tuple(i for i in f.assignments_on(src, block) if i not in others)
             lag = f.refit_lag(model, target, True)
             if same and lag > 0:
-                yield LagRow(before, after, lag, (*chosen, user, Chooses(src, same)))
+                yield LagRow(before, after, lag, (*chosen, user, Chooses(src, same)), periods)
             lag = f.refit_lag(model, target, False)
             if others and lag > 0:
-                yield LagRow(before, after, lag, (*chosen, user, Chooses(src, others)))
+                yield LagRow(before, after, lag, (*chosen, user, Chooses(src, others)), periods)
 
 
 def colocation_rows(f: Formulation) -> Iterator[ColocatedRow]:

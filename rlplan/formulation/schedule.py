@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from rlplan.formulation import rows
 from rlplan.formulation.model import Formulation
+from rlplan.rpeg.evaluation.period import CycleEdge, cycle_offsets, max_cycle_ratio
 
 
 def _holds(
@@ -38,14 +39,49 @@ def active_lags(
     The largest lag of the chain, data, pub and refit rows whose conditions
     all hold: what the formulation charges between the two runs.
     """
-    lags: dict[tuple[int, int], int] = {}
+    return {key: lag for key, (lag, _) in _active_rows(f, chosen, staleness).items()}
+
+
+def _active_rows(
+    f: Formulation, chosen: Sequence[int], staleness: dict[str, int]
+) -> dict[tuple[int, int], tuple[int, int]]:
+    """(largest lag, periods) of every precedence switched on (:func:`active_lags`)."""
+    lags: dict[tuple[int, int], tuple[int, int]] = {}
     for family in (rows.chain_rows, rows.data_rows, rows.pub_rows, rows.refit_rows):
         for row in family(f):
             if all(_holds(f, condition, chosen, staleness) for condition in row.conditions):
                 key = (row.before, row.after)
-                if row.lag > lags.get(key, -1):
-                    lags[key] = row.lag
+                if row.lag > lags.get(key, (-1, 0))[0]:
+                    lags[key] = (row.lag, row.periods)
     return lags
+
+
+def earliest_period(
+    f: Formulation, chosen: Sequence[int], staleness: dict[str, int], starts: Sequence[float]
+) -> float:
+    """Period (units) of the decoded steady-state plan under the formulation's rows.
+
+    The largest cycle ratio of the event graph of the switched-on rows (weight
+    the source's duration plus the lag, height the periods) and of the turns
+    of the decoded cyclic order (:meth:`Formulation.cyclic_order`) on the
+    vertices whose blocks meet: the model's own value of the plan, which no
+    feasible solution's T lies below.
+    """
+    durations = f.durations(chosen)
+    edges = [
+        CycleEdge(before, after, durations[before] + lag, periods)
+        for (before, after), (lag, periods) in _active_rows(f, chosen, staleness).items()
+    ]
+    blocks = [f.assignments[v][a].block for v, a in enumerate(chosen)]
+    cover = [
+        [other for other, block in enumerate(blocks) if block.intersects(blocks[vertex])]
+        for vertex in range(f.num_vertices)
+    ]
+    offsets = cycle_offsets(f.cyclic_order(starts), cover)
+    for (first, second), q in offsets.items():
+        edges.append(CycleEdge(first, second, durations[first], q))
+        edges.append(CycleEdge(second, first, durations[second], 1 - q))
+    return max_cycle_ratio(f.num_vertices, edges)
 
 
 def earliest_ends(

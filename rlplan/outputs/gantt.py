@@ -95,6 +95,11 @@ def _title(trace: Trace, instance_name: str, status: str | None, step_time: floa
         status = "memory-feasible" if trace.feasible else "INFEASIBLE (memory overflow)"
     step = trace.step_time if step_time is None else step_time
     head = f"{instance_name}: " if instance_name else ""
+    if trace.period is not None:
+        return (
+            f"{head}{status}, steady-state step {step:.4f} s\n"
+            f"makespan {trace.unrolled_makespan:.4f} s over {trace.k_eval} steps (with the fill)"
+        )
     return (
         f"{head}{status}, step time {step:.4f} s\n"
         f"makespan {trace.makespan:.4f} s over {trace.k_eval} steps"
@@ -295,7 +300,8 @@ def _set_axes(
     axes: Axes, trace: Trace, hardware: Hardware, title: str, cpu_row: bool = False
 ) -> None:
     """Limits, GPU ticks (and the CPU row's), axis labels and the title."""
-    axes.set_xlim(0, trace.makespan * 1.01 if trace.makespan > 0 else 1.0)
+    shown = trace.makespan if trace.unrolled_makespan is None else trace.unrolled_makespan
+    axes.set_xlim(0, shown * 1.01 if shown > 0 else 1.0)
     axes.set_ylim(hardware.num_gpus + (1 if cpu_row else 0), 0)
     ticks, labels = _gpu_ticks(hardware)
     if cpu_row:

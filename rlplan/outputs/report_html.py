@@ -9,7 +9,7 @@ from rlplan.outputs.framework_section import framework_section
 from rlplan.outputs.framework_space import framework_space_section
 from rlplan.outputs.html_page import HtmlReport
 from rlplan.outputs.pool_groups import PoolSpan, pool_memory, pool_spans
-from rlplan.outputs.report_md import colocation_seconds
+from rlplan.outputs.report_md import colocation_seconds, steady_rows
 from rlplan.outputs.time_parts_section import time_parts_html, time_parts_section
 from rlplan.outputs.value_section import COLUMNS, HEADING, INTRO, value_table
 from rlplan.outputs.vocabulary import framework_view, reward_rule_view
@@ -75,12 +75,11 @@ def render_html_report(
         f"{instance.algorithm.upper()} on {cluster_words(instance.pools, '×')}, k_eval = {k}."
     )
     report.heading("Summary")
-    summary = [
-        ("status", result.status.value),
-        ("solver", result.solver),
+    times = steady_rows(result, k) or [
         ("step time (simulated)", _seconds(result.step_time)),
         (f"makespan of {k} steps", _seconds(result.makespan)),
     ]
+    summary = [("status", result.status.value), ("solver", result.solver), *times]
     if trace is not None:
         summary += [
             ("samples/s", f"{trace.samples_per_s:.3f}"),

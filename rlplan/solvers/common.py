@@ -8,10 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 from rlplan.formulation import Formulation
-from rlplan.formulation.schedule import earliest_ends
+from rlplan.formulation.schedule import earliest_ends, earliest_period
 from rlplan.rpeg import interrupts
 from rlplan.rpeg.evaluation.problem import Problem
-from rlplan.rpeg.evaluation.simulator import Simulator
+from rlplan.rpeg.evaluation.simulator import Simulator, Trace
 from rlplan.rpeg.model.candidates import CandidateDirectory
 from rlplan.rpeg.model.plan import Plan
 from rlplan.solvers.result import Result, Status, verdict
@@ -214,6 +214,9 @@ def _simulated_result(
             **shared,
         )
     makespan = trace.makespan
+    if trace.period is not None:
+        # The steady-state step is the step time; the fill shows beside it.
+        shared = {**shared, "stats": {**shared.get("stats", {}), **steady_stats(trace)}}
     # A valid bound never exceeds a feasible plan's score; a solver's float
     # tolerance can put it a hair above.
     bound = min(bound, makespan * factor)
@@ -230,6 +233,11 @@ def _simulated_result(
         policy=staleness_summary(problem, plan, makespan),
         **shared,
     )
+
+
+def steady_stats(trace: Trace) -> dict:
+    """The period and the unrolled step of a steady-state trace, for a result's stats."""
+    return {"period_s": trace.period, "unrolled_step_s": trace.unrolled_step}
 
 
 def _ac_fields(problem: Problem, templates: dict | None) -> dict:
@@ -404,7 +412,11 @@ def judge_objective(
     tolerance = formulation.simulation_tolerance(objective)
     if abs(result.makespan - objective) <= tolerance:
         return True
-    earliest = max(earliest_ends(formulation, *solution)) * formulation.unit
+    if formulation.steady:  # k_eval periods, as the simulated makespan
+        periods = problem.instance.k_eval * earliest_period(formulation, *solution)
+        earliest = periods * formulation.unit
+    else:
+        earliest = max(earliest_ends(formulation, *solution)) * formulation.unit
     result.stats["model_earliest_makespan_s"] = earliest
     within = abs(result.makespan - earliest) <= formulation.simulation_tolerance(earliest)
     if within and earliest <= objective + tolerance:

@@ -31,6 +31,7 @@ mirroring GPU indices is a symmetry of the cluster) is part of the formulation
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -154,7 +155,11 @@ class CpSatVariables:
             self.run_interval.append(
                 model.new_interval_var(start, self.duration[vertex], end, f"run[{run}]")
             )
-        self.makespan = model.new_int_var(0, horizon, "makespan")
+        # Steady state: the period T, the objective (its bound: the start plan's period).
+        if f.steady:
+            self.makespan = model.new_int_var(0, math.ceil(f.upper_bound / f.unit) + 1, "period")
+        else:
+            self.makespan = model.new_int_var(0, horizon, "makespan")
 
     def warm_start(self, chosen: list[int], staleness: dict[str, int], starts: list[int]) -> None:
         """Hint a complete solution (a heuristic plan as converted by the formulation)."""
@@ -174,10 +179,10 @@ class CpSatVariables:
             switch = f.assignments[engine][chosen[engine]].switch
             model.add_hint(self.colocation[engine], switch if colocated[engine] else 0)
         ends = f.run_ends(chosen, starts)
-        for run, start in enumerate(starts):
+        for run, start in enumerate(starts[: f.num_runs]):
             model.add_hint(self.run_start[run], start)
             model.add_hint(self.run_end[run], ends[run])
-        model.add_hint(self.makespan, max(ends))
+        model.add_hint(self.makespan, starts[-1] if f.steady else max(ends))
 
     def chosen(self, solver: cp_model.CpSolver) -> tuple[list[int], dict[str, int], list[int]]:
         """Assignment indices, staleness and run starts of the solver's solution."""
@@ -190,6 +195,8 @@ class CpSatVariables:
             for m, literals in self.staleness.items()
         }
         starts = [solver.value(s) for s in self.run_start]
+        if self.formulation.steady:
+            starts.append(solver.value(self.makespan))  # the period, after the offsets
         return chosen, staleness, starts
 
 
@@ -270,7 +277,10 @@ class CpSatModel:
     def _lag_row(self, row: rows.LagRow) -> None:
         """``run_start[after] >= run_end[before] + lag``, enforced by the row's conditions."""
         v = self.vars
-        constraint = self.model.add(v.run_start[row.after] >= v.run_end[row.before] + row.lag)
+        start = v.run_start[row.after]
+        if row.periods:
+            start = start + row.periods * v.makespan  # the period T (steady state)
+        constraint = self.model.add(start >= v.run_end[row.before] + row.lag)
         if row.conditions:
             constraint.only_enforce_if([self._literal(c) for c in row.conditions])
 
@@ -284,8 +294,16 @@ class CpSatModel:
             self.model.add_exactly_one(literals.values())
 
     def _gpu_exclusivity(self) -> None:
-        """Runs whose GPU ranges intersect do not overlap in time (NoOverlap2D)."""
+        """Runs whose GPU ranges intersect do not overlap in time (NoOverlap2D).
+
+        Steady state: two vertices sharing a GPU take turns modulo the period
+        (:class:`rlplan.formulation.rows.TurnRow`): ``shares[u,v]`` is forced
+        by a pair of blocks that meet, and one offset q holds then.
+        """
         f = self.formulation
+        if f.steady:
+            self._turns()
+            return
         if f.sliced:
             self._node_exclusivity()
             return
@@ -328,6 +346,27 @@ class CpSatModel:
                     boxes_time.append(v.run_interval[run])
                     boxes_gpus.append(interval)
         model.add_no_overlap_2d(boxes_time, boxes_gpus)
+
+    def _turns(self) -> None:
+        """The steady-state GPU exclusivity (:meth:`_gpu_exclusivity`)."""
+        v, model = self.vars, self.model
+        for row in rows.turn_rows(self.formulation):
+            self._tick()
+            first, second = row.first, row.second
+            shares = model.new_bool_var(f"shares[{first},{second}]")
+            for one, other in row.shares:
+                model.add_bool_or([shares]).only_enforce_if(
+                    [self._literal(one), self._literal(other)]
+                )
+            offsets = [model.new_bool_var(f"turn[{first},{second},{q}]") for q in row.offsets]
+            model.add_exactly_one(offsets)
+            for q, literal in zip(row.offsets, offsets, strict=True):
+                model.add(v.run_start[second] + q * v.makespan >= v.run_end[first]).only_enforce_if(
+                    [literal, shares]
+                )
+                model.add(
+                    v.run_start[first] + (1 - q) * v.makespan >= v.run_end[second]
+                ).only_enforce_if([literal, shares])
 
     def _precedence(self) -> None:
         """Chain edges, and data edges with their exact pairwise lags."""
@@ -455,9 +494,9 @@ class CpSatModel:
             model.add(sum(resident.values()) + transient <= capacity)
 
     def _objective(self) -> None:
-        """Minimise the makespan of the k_eval steps."""
+        """Minimise the makespan of the k_eval steps (steady state: the period)."""
         f, v, model = self.formulation, self.vars, self.model
-        for vertex in range(f.num_vertices):
+        for vertex in range(0 if f.steady else f.num_vertices):
             model.add(v.makespan >= v.run_end[f.run(vertex, f.k_eval - 1)])
         model.minimize(v.makespan)
 
@@ -547,6 +586,7 @@ class CpSatBackend:
     label = "cpsat"
     display = "CP-SAT"
     model_name = "the CP-SAT model"
+    steady_state = True
 
     def __init__(self) -> None:
         self.built: CpSatModel | None = None
@@ -586,7 +626,9 @@ class CpSatBackend:
     def solve(self, options: SolveOptions, deadline: Deadline) -> ExactOutcome:
         """Run CP-SAT from the hint; the objective and bound come back in seconds."""
         built = self.built
-        unit = built.formulation.unit
+        # Steady state: the objective is T; k_eval periods are the simulated makespan's scale.
+        f = built.formulation
+        unit = f.unit * (f.problem.instance.k_eval if f.steady else 1)
         solver = self._solver(options, deadline)
         callback = _Progress(built.vars, unit, options)
         # Retried: a stop requested before CP-SAT has set its search up is otherwise lost.

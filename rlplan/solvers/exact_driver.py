@@ -83,11 +83,16 @@ class ExactBackend(Protocol):
         Its name in messages (``CP-SAT``, ``MILP``).
     model_name
         Its model in messages (``the CP-SAT model``, ``the MILP``).
+    steady_state
+        Whether it models the steady-state period; otherwise it hands back its
+        warm start under that objective.
     """
 
     label: str
     display: str
     model_name: str
+    #: Whether its model has the steady-state objective (``optimizer.objective``).
+    steady_state: bool
 
     def build(self, formulation: Formulation, deadline: Deadline) -> dict:
         """Build the model of ``formulation``; return its size statistics.
@@ -151,6 +156,12 @@ def solve_exact(
             problem, backend.label, start, started, stats, options.gap, bound, message
         )
 
+    if problem.instance.steady_state and not backend.steady_state:
+        return start_result(
+            None,
+            f"{backend.display} models the makespan of k_eval steps, not the steady-state "
+            "period (optimizer.objective); the warm-start plan is reported",
+        )
     try:
         formulation = build_formulation(problem, upper)
         deadline.check("formulation")

@@ -16,7 +16,9 @@ branch and bound over the serial schedule-generation scheme:
   GPUs of free time + remaining work) is no better than the incumbent is cut.
 
 The result is the optimum over the plan space (candidates dominated in the
-directory cannot improve it). It refuses, naming the plan-space size, when
+directory cannot improve it). Under the steady-state objective the order
+of each (placement, staleness) is its best cyclic order instead
+(:mod:`rlplan.solvers.steady_orders`). It refuses, naming the plan-space size, when
 the space is too large to enumerate.
 """
 
@@ -32,6 +34,7 @@ from rlplan.rpeg.model.plan import Placement, Plan, make_staleness
 from rlplan.solvers.common import plan_result, unplaceable_result, within_space
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.result import Result, Status
+from rlplan.solvers.steady_orders import best_cycle
 from rlplan.solvers.templates import each_template
 
 #: Largest number of (placement, staleness) combinations the oracle accepts.
@@ -246,6 +249,11 @@ def _search_placement(
         if listed.makespan < state.best:
             state.best, state.best_plan = listed.makespan, plan
             options.progress.update(best=state.best)
+        if problem.instance.steady_state:
+            _search_cycle(problem, plan, state, options, deadline)
+            if state.timed_out:
+                return
+            continue
         search = _OrderSearch(problem, plan, deadline)
         if search.lower_bound() >= state.best:
             state.pruned += 1
@@ -260,6 +268,21 @@ def _search_placement(
         if search.timed_out:
             state.timed_out = True
             return
+
+
+def _search_cycle(
+    problem: Problem, plan: Plan, state: _Enumeration, options: SolveOptions, deadline: float
+) -> None:
+    """Improve ``state`` with the best cyclic order of ``plan`` (steady-state objective).
+
+    ``state.best`` is ``k_eval`` periods, as the simulator's makespan is then;
+    ``state.timed_out`` is set when ``deadline`` passes.
+    """
+    k_eval = problem.instance.k_eval
+    period, cyclic, state.timed_out = best_cycle(problem, plan, state.best / k_eval, deadline)
+    if cyclic is not None:
+        state.best, state.best_plan = k_eval * period, cyclic
+        options.progress.update(best=state.best)
 
 
 def _enumerate(problem: Problem, options: SolveOptions, deadline: float) -> _Enumeration:

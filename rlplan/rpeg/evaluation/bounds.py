@@ -25,7 +25,8 @@ class LowerBounds:
         Longest path of the unrolled graph with every vertex at its fastest
         candidate, no transfer lag (but the fixed delay of a data edge, a
         rule reward's stage, which every plan pays), and every trained model
-        at its largest staleness candidate (the fewest edges).
+        at its largest staleness candidate (the fewest edges). Under the
+        steady-state objective: ``k_eval`` times :func:`steady_cycle_bound`.
     """
 
     compute: float
@@ -71,4 +72,36 @@ def lower_bounds(directory: CandidateDirectory, on_policy: bool = False) -> Lowe
     for run in range(count * instance.k_eval):  # run ids are a topological order
         ready = max((finish[p] + delay for p, delay in predecessors.get(run, ())), default=0.0)
         finish[run] = ready + fastest[run % count]
-    return LowerBounds(compute=compute, critical_path=max(finish))
+    critical = max(finish)
+    if instance.steady_state:
+        critical = instance.k_eval * steady_cycle_bound(template, fastest, staleness)
+    return LowerBounds(compute=compute, critical_path=critical)
+
+
+def steady_cycle_bound(template, fastest: list[float], staleness: dict[str, int]) -> float:
+    """A lower bound on the steady-state period of every plan (s).
+
+    Every cycle of a plan's event graph bounds its period by its weight over
+    its height (docs/simulator.md, "The steady-state period"): a vertex's
+    chain gives its fastest time, and a pub edge from w to u at staleness σ
+    closes the cycle u -> ... -> w -> u of one step's data edges, of height
+    1 + σ, whose weight is at least the longest path from u to w at the
+    fastest times with the fixed delays and no transfer lags.
+    """
+    count = len(template.vertices)
+    delays = template.data_delays
+    bound = max(fastest, default=0.0)
+    for pub in template.pub_edges:
+        # Longest path from pub.dst, every vertex's run included; data edges go forward.
+        reach = [float("-inf")] * count
+        reach[pub.dst] = fastest[pub.dst]
+        for _ in range(count):
+            for index, edge in enumerate(template.data_edges):
+                delay = delays[index] if index < len(delays) else 0.0
+                value = reach[edge.src] + delay + fastest[edge.dst]
+                if value > reach[edge.dst]:
+                    reach[edge.dst] = value
+        if reach[pub.src] > float("-inf"):
+            sigma = staleness[pub.staleness_model] if pub.staleness_model is not None else 0
+            bound = max(bound, reach[pub.src] / (1 + sigma))
+    return bound

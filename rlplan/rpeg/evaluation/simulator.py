@@ -41,6 +41,16 @@ from rlplan.rpeg.errors import PlanError
 from rlplan.rpeg.evaluation import host_memory
 from rlplan.rpeg.evaluation.host_memory import HostOverflow
 from rlplan.rpeg.evaluation.occupancy import Occupancy
+from rlplan.rpeg.evaluation.period import (
+    CycleEdge,
+    cycle_edges,
+    cycle_offsets,
+    cycle_problem,
+    cyclic_sequence,
+    max_cycle_ratio,
+    periodic_starts,
+    sequence_offsets,
+)
 from rlplan.rpeg.evaluation.schedule import (
     NotTopological,
     RunGraph,
@@ -54,6 +64,11 @@ from rlplan.rpeg.templates import Kind, unroll
 
 #: Re-exported: the result types live in :mod:`rlplan.rpeg.evaluation.trace`.
 __all__ = ["EDGE_KINDS", "RUN_KINDS", "Evaluation", "Event", "Simulator", "Trace"]
+
+#: Steps of the list schedule whose middle gives a plan's steady-state order
+#: (docs/simulator.md, "The steady-state period"): the shorter first, the longer
+#: when the shorter's middle does not repeat yet.
+PERIOD_STEPS = (16, 64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +152,9 @@ class Simulator:
         #: Lags of template edges by their endpoints' blocks (and layouts): :meth:`_lags`.
         self._lag_cache: dict[tuple, float] = {}
         self._mean_generated = self.instance.workload.mean_generated
+        #: Whether a plan's time is its steady-state period (``optimizer.objective``).
+        self.steady_state = self.instance.steady_state
+        self._pub_steps = tuple(e.staleness_model for e in self.template.pub_edges)
 
     def variant(self, fused: bool) -> Simulator:
         """The simulator of the separate (``fused=False``) or fused template, built once."""
@@ -183,13 +201,18 @@ class Simulator:
         found = self.run_graph(staleness)
         return found.preds, found.succs, found.indegree
 
-    def run_graph(self, staleness: tuple[tuple[str, int], ...]) -> RunGraph:
-        """The runs of ``k_eval`` steps for this staleness (:class:`RunGraph`), cached."""
-        found = self._graphs.get(staleness)
+    def run_graph(
+        self, staleness: tuple[tuple[str, int], ...], steps: int | None = None
+    ) -> RunGraph:
+        """The runs of ``steps`` (default ``k_eval``) steps for this staleness, cached."""
+        steps = self.k_eval if steps is None else steps
+        key = staleness if steps == self.k_eval else (staleness, steps)
+        found = self._graphs.get(key)
         if found is None:
-            edges = unroll(self.template, self.k_eval, dict(staleness))
-            preds: list[list[tuple[int, int]]] = [[] for _ in range(self.num_runs)]
-            succs: list[list[int]] = [[] for _ in range(self.num_runs)]
+            edges = unroll(self.template, steps, dict(staleness))
+            runs = self.num_vertices * steps
+            preds: list[list[tuple[int, int]]] = [[] for _ in range(runs)]
+            succs: list[list[int]] = [[] for _ in range(runs)]
             for edge in edges:
                 preds[edge.dst].append((edge.src, edge.template_edge))
                 succs[edge.src].append(edge.dst)
@@ -197,10 +220,10 @@ class Simulator:
                 preds=tuple(tuple(p) for p in preds),
                 succs=tuple(tuple(s) for s in succs),
                 indegree=tuple(len(p) for p in preds),
-                vertex_of=tuple(run % self.num_vertices for run in range(self.num_runs)),
-                sources=tuple(run for run in range(self.num_runs) if not preds[run]),
+                vertex_of=tuple(run % self.num_vertices for run in range(runs)),
+                sources=tuple(run for run in range(runs) if not preds[run]),
             )
-            self._graphs[staleness] = found
+            self._graphs[key] = found
         return found
 
     # -- per-plan coefficients ---------------------------------------------------------
@@ -484,7 +507,12 @@ class Simulator:
         if plan.order is None:
             return list_schedule(graph, occupancy.cover, durations, lags)
         count = self.num_vertices
-        sequence = [step * count + vertex for vertex, step in plan.order]
+        steps = len(graph.preds) // count
+        if self.steady_state:
+            self._check_cycle(plan, lags)
+            sequence = cyclic_sequence(plan.order, count, steps)
+        else:
+            sequence = [step * count + vertex for vertex, step in plan.order]
         try:
             start, end = ordered_schedule(graph, occupancy.cover, durations, lags, sequence)
         except NotTopological as exc:
@@ -495,6 +523,113 @@ class Simulator:
                 f"comes before its predecessor ({names[exc.pred % count]}, {exc.pred // count})",
             ) from None
         return start, end, sequence
+
+    # -- the steady-state period (docs/simulator.md, "The steady-state period") ------------
+
+    def precedences(
+        self, staleness: tuple[tuple[str, int], ...], lags: Sequence[float]
+    ) -> list[tuple[int, int, float, int]]:
+        """(source, user, lag s, step lag) of every template edge: data edges at step lag 0,
+        pub edges at 1 + the staleness of their model (0 for a synchronous edge)."""
+        values = dict(staleness)
+        found = [(src, dst, lags[i], 0) for i, (src, dst) in enumerate(self._data_edges)]
+        offset = len(self._data_edges)
+        for index, (src, dst, _) in enumerate(self._pub_edges):
+            key = self._pub_steps[index]
+            sigma = values[key] if key is not None else 0
+            found.append((src, dst, lags[offset + index], 1 + sigma))
+        return found
+
+    def _check_cycle(self, plan: Plan, lags: Sequence[float]) -> None:
+        """Refuse a steady-state order that is not a cyclic order of the plan (PlanError)."""
+        problem = cycle_problem(
+            plan.order, self.num_vertices, self.precedences(plan.staleness, lags)
+        )
+        if problem is not None:
+            names = self.template.names
+            for index in range(self.num_vertices - 1, -1, -1):
+                problem = problem.replace(f"vertex {index}", names[index])
+            raise PlanError("plan.order", problem)
+
+    def period(self, plan: Plan) -> float:
+        """The steady-state period of ``plan``: its long-run mean step time (s)."""
+        terms = self.staleness_terms(plan.staleness)
+        if terms.graph is None:
+            return self.variant(terms.fused).period(plan)
+        placements = plan.placements
+        occupancy = Occupancy.of(placements)
+        colocated = self._colocated(occupancy)
+        durations = self._durations(placements, self.directory.candidates_of(placements), colocated)
+        return self._period(plan, occupancy, durations, self._lags(placements))
+
+    def _period(
+        self, plan: Plan, occupancy: Occupancy, durations: list[float], lags: list[float]
+    ) -> float:
+        """The largest cycle ratio of the plan's event graph (:mod:`.period`).
+
+        The order on shared GPUs is the plan's cyclic order, or without one
+        the list schedule's, read in the middle of :data:`PERIOD_STEPS` steps;
+        should that not repeat, the limit of the list schedule's makespan.
+        """
+        edges = self._event_graph(plan, occupancy, durations, lags)
+        if edges is None:
+            steps = PERIOD_STEPS[-1]
+            longer = self.makespan_over(plan, 2 * steps)
+            return (longer - self.makespan_over(plan, steps)) / steps
+        return max_cycle_ratio(self.num_vertices, edges)
+
+    def _event_graph(
+        self, plan: Plan, occupancy: Occupancy, durations: list[float], lags: list[float]
+    ) -> list[CycleEdge] | None:
+        """The plan's event graph (:func:`cycle_edges`); None if its list order never repeats."""
+        cover = occupancy.cover
+        precedences = self.precedences(plan.staleness, lags)
+        if plan.order is not None:
+            self._check_cycle(plan, lags)
+            return cycle_edges(durations, precedences, cycle_offsets(plan.order, cover))
+        for steps in PERIOD_STEPS:
+            graph = self.run_graph(plan.staleness, steps)
+            _, _, placed = list_schedule(graph, cover, durations, lags)
+            offsets = sequence_offsets(placed, self.num_vertices, steps, cover)
+            if offsets is not None:
+                return cycle_edges(durations, precedences, offsets)
+        return None
+
+    def periodic_schedule(self, plan: Plan) -> tuple[float, list[float]]:
+        """(period, offset a_v of every vertex) of the earliest periodic schedule of ``plan``.
+
+        Run (v, t) starts at a_v + t*T. Without a repeating list order the
+        offsets are those of the event graph of the plan's placement with no
+        turns (the warm start of an exact model needs them only as a hint).
+        """
+        terms = self.staleness_terms(plan.staleness)
+        if terms.graph is None:
+            return self.variant(terms.fused).periodic_schedule(plan)
+        placements = plan.placements
+        occupancy = Occupancy.of(placements)
+        colocated = self._colocated(occupancy)
+        durations = self._durations(placements, self.directory.candidates_of(placements), colocated)
+        lags = self._lags(placements)
+        period = self._period(plan, occupancy, durations, lags)
+        edges = self._event_graph(plan, occupancy, durations, lags)
+        if edges is None:
+            edges = cycle_edges(durations, self.precedences(plan.staleness, lags), {})
+        return period, periodic_starts(self.num_vertices, edges, period)
+
+    def makespan_over(self, plan: Plan, steps: int) -> float:
+        """Makespan of ``plan`` unrolled over ``steps`` steps, in its order (list or cyclic)."""
+        terms = self.staleness_terms(plan.staleness)
+        if terms.graph is None:
+            return self.variant(terms.fused).makespan_over(plan, steps)
+        placements = plan.placements
+        occupancy = Occupancy.of(placements)
+        colocated = self._colocated(occupancy)
+        durations = self._durations(placements, self.directory.candidates_of(placements), colocated)
+        graph = self.run_graph(plan.staleness, steps)
+        if plan.order is not None and not self.steady_state and steps != self.k_eval:
+            raise ValueError("a plan's order of k_eval steps does not extend to other steps")
+        _, end, _ = self._schedule(plan, graph, occupancy, durations, self._lags(placements))
+        return max(end)
 
     # -- public API --------------------------------------------------------------------------
 
@@ -519,7 +654,10 @@ class Simulator:
         violation = occupancy.gpu_overflow(
             candidates, self._model_of, self.capacities
         ) + self._host_violation(plan, candidates, colocated, occupancy)
-        return Evaluation(max(end), violation, tuple(placed), terms.factor)
+        makespan = max(end)
+        if self.steady_state:
+            makespan = self.k_eval * self._period(plan, occupancy, durations, lags)
+        return Evaluation(makespan, violation, tuple(placed), terms.factor)
 
     def simulate(self, plan: Plan) -> Trace:
         """Full simulation: schedule, transfers, per-GPU memory and throughput."""
@@ -534,7 +672,10 @@ class Simulator:
         start, end, _ = self._schedule(plan, terms.graph, occupancy, durations, lags)
         events = self._events(plan, start, end, lags, self.phases(plan, colocated))
         makespan = max(end)
-        step_time = makespan / self.k_eval
+        period = None
+        if self.steady_state:
+            period = self._period(plan, occupancy, durations, lags)
+        step_time = makespan / self.k_eval if period is None else period
         sequences = self.instance.workload.sequences
         peaks = self.peak_memory(plan)
         capacities = self.gpu_capacities()
@@ -542,7 +683,7 @@ class Simulator:
         host = self.host_terms(plan, candidates, colocated)
         nodes = self.cluster.num_nodes
         return Trace(
-            makespan=makespan,
+            makespan=makespan if period is None else self.k_eval * period,
             k_eval=self.k_eval,
             step_time=step_time,
             samples_per_s=sequences / step_time,
@@ -563,6 +704,8 @@ class Simulator:
             host_overflows=tuple(self.host_overflows(plan, candidates, colocated)),
             gpu_capacity_bytes=capacities if self.cluster.pooled else (),
             node_capacity_bytes=self.host_capacities if self.cluster.pooled else (),
+            period=period,
+            unrolled_makespan=makespan,
         )
 
     def gpu_capacities(self) -> tuple[float, ...]:

@@ -24,7 +24,9 @@ class Evaluation:
     Attributes
     ----------
     makespan
-        End of the last run of the ``k_eval`` steps, seconds.
+        End of the last run of the ``k_eval`` steps, seconds; under the
+        steady-state objective ``k_eval`` periods (docs/simulator.md, "The
+        steady-state period"), so that ``makespan / k_eval`` is the step time.
     violation
         Worst per-GPU memory overflow plus worst per-node host-memory
         overflow, in bytes (0 when feasible).
@@ -90,6 +92,18 @@ class Trace:
     #: and ``host_capacity_bytes`` hold for all (with pools, they are the smallest).
     gpu_capacity_bytes: tuple[float, ...] = ()
     node_capacity_bytes: tuple[float, ...] = ()
+    #: With ``optimizer.objective: steady_state``: the plan's period (s), which is then the
+    #: step time, ``makespan`` being ``k_eval`` periods; None under the makespan objective.
+    period: float | None = None
+    #: Makespan of the ``k_eval`` unrolled steps the events show (s), pipeline fill
+    #: included; ``makespan`` itself under the makespan objective.
+    unrolled_makespan: float | None = None
+
+    @property
+    def unrolled_step(self) -> float:
+        """Makespan of the ``k_eval`` unrolled steps / ``k_eval`` (s): the step with the fill."""
+        unrolled = self.makespan if self.unrolled_makespan is None else self.unrolled_makespan
+        return unrolled / self.k_eval
 
     @property
     def feasible(self) -> bool:
@@ -163,6 +177,7 @@ class Trace:
             "makespan": self.makespan,
             "k_eval": self.k_eval,
             "step_time": self.step_time,
+            **self._steady(),
             **extra,
             "samples_per_s": self.samples_per_s,
             "generated_tokens_per_s": self.generated_tokens_per_s,
@@ -176,6 +191,12 @@ class Trace:
             "host_capacity_bytes": self.host_capacity_bytes,
             **self._pool_capacities(),
         }
+
+    def _steady(self) -> dict[str, Any]:
+        """The period and the unrolled makespan, written only under the steady-state objective."""
+        if self.period is None:
+            return {}
+        return {"period": self.period, "unrolled_makespan": self.unrolled_makespan}
 
     def _pool_capacities(self) -> dict[str, Any]:
         """Per-GPU and per-node capacities, written only for a cluster of GPU pools."""

@@ -20,6 +20,7 @@ from rlplan.rpeg.model.cost import Strategy
 from rlplan.rpeg.model.pinning import block_pin_problem
 from rlplan.rpeg.schema.fingerprint import instance_fingerprint
 from rlplan.rpeg.schema.instance import Instance
+from rlplan.rpeg.schema.limits import MAX_K_EVAL
 from rlplan.rpeg.schema.parallel_layout import layout_field_problem
 from rlplan.rpeg.strategy import (
     DIMENSIONS,
@@ -625,6 +626,10 @@ def _parse_order(
     step before, already precede that run).
     """
     template, k_eval = directory.template, directory.instance.k_eval
+    # A steady-state order is cyclic: every vertex once, with its shift
+    # (docs/simulator.md, "The steady-state period"), each below MAX_K_EVAL.
+    steady = directory.instance.steady_state
+    steps = MAX_K_EVAL if steady else k_eval
     if not isinstance(raw, list):
         raise PlanError("plan.order", "must be a list of [vertex, step] pairs")
     order = []
@@ -642,8 +647,8 @@ def _parse_order(
         name, step = item
         if name not in template.names:
             raise PlanError(path, f"no vertex {_short(name)} in the {template.algorithm} template")
-        if not 0 <= step < k_eval:
-            raise PlanError(path, f"step {step} outside 0..{k_eval - 1}")
+        if not 0 <= step < steps:
+            raise PlanError(path, f"step {step} outside 0..{steps - 1}")
         run = (template.index(name), step)
         if run in seen:
             raise PlanError(path, f"run ({name}, {step}) appears twice")
@@ -656,7 +661,7 @@ def _parse_order(
             for vertex, step in order
             for inserted in (((defaulted, step),) if vertex == train else ()) + ((vertex, step),)
         ]
-    expected = len(template.vertices) * k_eval
+    expected = len(template.vertices) * (1 if steady else k_eval)
     if len(order) != expected:
         raise PlanError("plan.order", f"lists {len(order)} runs, the plan has {expected}")
     return tuple(order)

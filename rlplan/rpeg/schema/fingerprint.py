@@ -72,13 +72,14 @@ def instance_fingerprint(instance: Instance) -> str:
     """A stable hash of what a plan depends on; plan files record it (docs/plan-space.md).
 
     Covers the parsed hardware, models, workload, algorithm, ``k_eval``,
-    staleness candidates, engine and placement sections: what the simulator
-    evaluates a plan with and the plan space it was chosen from. Leaves out
-    the name, the solver section, the local-search knobs and the reference
-    run, ``engine.framework`` (it narrows the plan space but changes no plan's
-    evaluation: a plan of a framework's space is a plan of the full space),
-    and, being computed from the parsed instance, comments, layout,
-    key order and how a number is spelt.
+    the objective (when it is not ``makespan``), staleness candidates, engine
+    and placement sections: what the simulator evaluates a plan with and the
+    plan space it was chosen from. Leaves out the name, the solver section,
+    the local-search knobs and the reference run, ``engine.framework`` (it
+    narrows the plan space but changes no plan's evaluation: a plan of a
+    framework's space is a plan of the full space), and, being computed from
+    the parsed instance, comments, layout, key order and how a number is
+    spelt.
 
     Parameters
     ----------
@@ -108,5 +109,8 @@ def instance_fingerprint(instance: Instance) -> str:
         },
         "placement": _placement(instance),
     }
+    if instance.optimizer.objective != "makespan":
+        # Only then: every makespan instance keeps its fingerprint.
+        content["objective"] = instance.optimizer.objective
     text = json.dumps(_canonical(content), sort_keys=True, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

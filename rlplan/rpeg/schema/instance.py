@@ -417,6 +417,11 @@ class Instance:
         return self.optimizer.k_eval
 
     @property
+    def steady_state(self) -> bool:
+        """Whether a plan's step time is its steady-state period (``optimizer.objective``)."""
+        return self.optimizer.objective == "steady_state"
+
+    @property
     def reward_rule_seconds(self) -> float | None:
         """Seconds of the rule reward's stage per step, ``ceil(B*K / w) * t`` (None: no rule)."""
         if self.reward_rule is None:

@@ -21,6 +21,7 @@ from rlplan.rpeg.schema.fields import (
     check_fields,
     field_range,
     keys,
+    one_of,
     read_fields,
     structured,
 )
@@ -49,6 +50,10 @@ DEFAULT_K_EVAL = 2
 #: training algorithm. 5 % keeps every plan of that published kind and drops
 #: marginal wins; set 0 to rank plans by step time alone (docs/plan-space.md).
 DEFAULT_LAMBDA_STALE = 0.05
+#: What a plan's time is: the makespan of ``k_eval`` unrolled steps over ``k_eval``
+#: (``makespan``), or the period of the plan repeated without end (``steady_state``,
+#: docs/simulator.md, "The steady-state period").
+OBJECTIVES = ("makespan", "steady_state")
 
 
 def staleness_list_schema() -> dict[str, Any]:
@@ -76,6 +81,12 @@ OPTIMIZER_FIELDS = (
         None,
         "Staleness choices per trained model (default [0, 1] each); ac_share (PPO only) "
         "adds the fused actor-critic template",
+    ),
+    Field(
+        "objective",
+        one_of(OBJECTIVES, " or ".join(OBJECTIVES)),
+        OBJECTIVES[0],
+        "Step time of a plan: makespan of k_eval steps / k_eval, or the steady-state period",
     ),
     Field("e_max", POSITIVE_INT, 5000, "Evaluation budget of the local search"),
     Field("e_struct", POSITIVE_INT, 400, "Evaluations between structural moves"),
@@ -148,9 +159,15 @@ class OptimizerConfig:
     (times 1 + lambda_ac as well when it is fused), since training on the
     previous step's rollouts changes the algorithm. 0 ranks plans by step
     time alone.
+
+    ``objective`` (default ``makespan``) says what a plan's step time is: its
+    makespan over ``k_eval`` unrolled steps divided by ``k_eval``, or with
+    ``steady_state`` the period of the plan repeated without end, the
+    long-run mean step (docs/simulator.md, "The steady-state period").
     """
 
     k_eval: int = DEFAULT_K_EVAL
+    objective: str = OBJECTIVES[0]
     staleness_candidates: dict[str, tuple[int, ...]] = field(default_factory=dict)
     e_max: int = 5000
     t_init: float = 0.30

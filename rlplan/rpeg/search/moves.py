@@ -262,10 +262,12 @@ def swap_order(state: SearchState, context: MoveContext, rng: random.Random) -> 
     The run order is the one the simulator used for the current plan
     (``state.evaluation.order``). The later run moves to just before the
     earlier one when none of its direct predecessors lies between them, which
-    keeps the order topological.
+    keeps the order topological. Under the steady-state objective there is
+    none: a plan's order is then cyclic, and the search keeps the list order
+    (docs/solvers.md#the-steady-state-objective).
     """
     plan, placed = state.plan, state.evaluation.order
-    if not placed:
+    if not placed or context.knobs.objective == "steady_state":
         return []
     count = len(plan.placements)
     position = {run: index for index, run in enumerate(placed)}

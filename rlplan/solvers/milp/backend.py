@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from rlplan.formulation import Formulation
@@ -28,6 +29,7 @@ class MilpBackend:
 
     display = "MILP"
     model_name = "the MILP"
+    steady_state = True
 
     def __init__(self, engine: str = "highs") -> None:
         self.engine = engine
@@ -51,6 +53,14 @@ class MilpBackend:
             outcome = engines._solve_highs(built, options, deadline)
         else:
             outcome = engines._solve_pyomo(built, self.engine, options, deadline)
+        f = built.formulation
+        if f.steady:  # the objective is T: k_eval periods are the simulated makespan's scale
+            periods = f.problem.instance.k_eval
+            outcome = dataclasses.replace(
+                outcome,
+                incumbent=None if outcome.incumbent is None else periods * outcome.incumbent,
+                bound=None if outcome.bound is None else periods * outcome.bound,
+            )
         stats = {
             "termination": outcome.termination,
             "milp_objective_s": outcome.incumbent,

@@ -10,6 +10,7 @@ by scaling the lag. Times are in seconds (integer units times the unit).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ import numpy as np
 
 from rlplan.formulation import Formulation, build_formulation, rows
 from rlplan.formulation.framework import ImplicationRow, framework_rows
+from rlplan.rpeg.evaluation.period import cycle_offsets
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Plan
 from rlplan.solvers.common import Deadline
@@ -57,10 +59,25 @@ class MilpVariables:
         # Chosen duration per vertex (= Σ duration·x, set by ``_select_one_candidate``),
         # so every precedence and ordering row holds one term instead of the whole sum.
         self.duration = model.variables("duration", range(f.num_vertices), 0, self.horizon)
-        self.makespan = model.variables("makespan", [None], 0, self.horizon)
-        self.pairs = f.conflict_pairs()
+        # Steady state: the period T (s), at most the start plan's (rounded up).
+        self.period_bound = (math.ceil(f.upper_bound / f.unit) + 1) * f.unit
+        self.makespan = model.variables(
+            "makespan", [None], 0, self.period_bound if f.steady else self.horizon
+        )
+        self.pairs = [] if f.steady else f.conflict_pairs()
         # before[i] = 1 when the first run of ordering pair i goes first.
         self.before = model.variables("before", range(len(self.pairs)), 0, 1, binary=True)
+        # Steady state: per turn row, shares[i] and one offset turn[i, q].
+        self.turns = list(rows.turn_rows(f)) if f.steady else []
+        if f.steady:
+            self.shares = model.variables("shares", range(len(self.turns)), 0, 1, binary=True)
+            self.turn = model.variables(
+                "turn",
+                [(i, q) for i, row in enumerate(self.turns) for q in row.offsets],
+                0,
+                1,
+                binary=True,
+            )
         template = f.problem.directory.template
         self.models = sorted({vertex.model for vertex in template.vertices})
         self.units = f.maximal_units()
@@ -146,9 +163,13 @@ class MilpVariables:
         for m, value in staleness.items():
             if (m, value) in self.staleness.index:
                 values[self.staleness.col((m, value))] = 1.0
-        for run, start in enumerate(starts):
+        for run, start in enumerate(starts[: f.num_runs]):
             values[self.run_start.col(run)] = start * f.unit
-        values[self.makespan.col()] = max(f.run_ends(chosen, starts)) * f.unit
+        if f.steady:
+            values[self.makespan.col()] = starts[-1] * f.unit
+            self._turn_start(values, chosen, starts)
+        else:
+            values[self.makespan.col()] = max(f.run_ends(chosen, starts)) * f.unit
         for index, (r1, r2, _) in enumerate(self.pairs):
             values[self.before.col(index)] = float(starts[r1] <= starts[r2])
         template = f.problem.directory.template
@@ -162,6 +183,25 @@ class MilpVariables:
                 column = self.transient.col(u)
                 values[column] = max(values[column], item.transient / GB)
         return values
+
+    def _turn_start(self, values: np.ndarray, chosen: list[int], starts: list[int]) -> None:
+        """The turn columns of a steady-state warm start: its cyclic order's offsets."""
+        f = self.formulation
+        blocks = [f.assignments[v][a].block for v, a in enumerate(chosen)]
+        cover = [
+            [other for other, block in enumerate(blocks) if block.intersects(blocks[vertex])]
+            for vertex in range(f.num_vertices)
+        ]
+        offsets = cycle_offsets(f.cyclic_order(starts), cover)
+        for index, row in enumerate(self.turns):
+            pair = (row.first, row.second)
+            q = offsets.get(pair, offsets.get(pair[::-1]))
+            if pair not in offsets and q is not None:
+                q = 1 - q  # (v, t) before (u, t + q') is (u, t) before (v, t + 1 - q')
+            shared = q is not None
+            values[self.shares.col(index)] = float(shared)
+            chosen_q = q if shared and q in row.offsets else 0
+            values[self.turn.col((index, chosen_q))] = 1.0
 
     def _host_start(self, values: np.ndarray, chosen: list[int], colocated: tuple) -> None:
         """The host-memory columns of the warm start: the largest chosen terms, in GB."""
@@ -187,6 +227,8 @@ class MilpVariables:
             for m, choices in f.staleness_choices.items()
         }
         starts = [values[self.run_start.col(r)] / f.unit for r in range(f.num_runs)]
+        if f.steady:
+            starts.append(values[self.makespan.col()] / f.unit)  # the period, after the offsets
         return chosen, staleness, starts
 
 
@@ -251,9 +293,16 @@ class MilpModel:
             model.add(Expr.total((v.staleness.col((m, s)), 1.0) for s in choices) == 1)
 
     def _gpu_exclusivity(self) -> None:
-        """Two runs sharing a GPU unit go one after the other (big-M = horizon)."""
+        """Two runs sharing a GPU unit go one after the other (big-M = horizon).
+
+        Steady state: two vertices sharing a GPU take turns modulo the period
+        (:class:`rlplan.formulation.rows.TurnRow`, :meth:`_turns`).
+        """
         f, v, model = self.formulation, self.vars, self.model
         model.start_family("gpu_exclusivity")
+        if f.steady:
+            self._turns()
+            return
         big_m = v.horizon
         for index, (r1, r2, units) in enumerate(v.pairs):
             v1, v2 = r1 % f.num_vertices, r2 % f.num_vertices
@@ -262,6 +311,24 @@ class MilpModel:
                 both = v.covers(v1, unit) + v.covers(v2, unit)
                 model.add(v.run_start[r2] >= v.end(r1) - big_m * (1 - order) - big_m * (2 - both))
                 model.add(v.run_start[r1] >= v.end(r2) - big_m * order - big_m * (2 - both))
+
+    def _turns(self) -> None:
+        """``shares >= Σ of a pair of meeting blocks - 1``; one ``turn[i, q]``; when both,
+        ``start[v] + q·T >= end[u]`` and ``start[u] + (1 - q)·T >= end[v]`` (big-M: the
+        offsets' horizon plus |q| + 2 periods bounds either side)."""
+        v, model = self.vars, self.model
+        period = v.makespan[None]
+        for index, row in enumerate(v.turns):
+            shares = v.shares[index]
+            for one, other in row.shares:
+                model.add(shares >= self._condition(one) + self._condition(other) - 1)
+            model.add(Expr.total((v.turn.col((index, q)), 1.0) for q in row.offsets) == 1)
+            first, second = row.first, row.second
+            for q in row.offsets:
+                off = 2 - v.turn[index, q] - shares
+                big_m = v.horizon + (abs(q) + 2) * v.period_bound
+                model.add(v.run_start[second] + q * period >= v.end(first) - big_m * off)
+                model.add(v.run_start[first] + (1 - q) * period >= v.end(second) - big_m * off)
 
     def _condition(self, condition: rows.Condition) -> Expr:
         """The 0/1 expression of a row condition."""
@@ -285,7 +352,7 @@ class MilpModel:
             for condition in row.conditions:
                 switched = switched + self._condition(condition)
             on = switched - (len(row.conditions) - 1) if row.conditions else 1.0
-            model.add(v.run_start[row.after] >= v.end(row.before) + row.lag * f.unit * on)
+            model.add(self._start(row) >= v.end(row.before) + row.lag * f.unit * on)
 
     def _staleness(self) -> None:
         """Pub edges: a user at step t waits for the train run at t-1-σ, with the pub lag.
@@ -297,20 +364,27 @@ class MilpModel:
         for row in rows.pub_rows(self.formulation):
             self._switched_lag_row(row)
 
+    def _start(self, row: rows.LagRow) -> Expr:
+        """The left side of a lag row: the later run's start, plus periods·T (steady state)."""
+        start = self.vars.run_start[row.after]
+        if row.periods:
+            start = start + row.periods * self.vars.makespan[None]
+        return start
+
     def _switched_lag_row(self, row: rows.LagRow) -> None:
         """``start >= end + lag``, switched off by ``(big-M + lag) * (k - Σ conditions)``."""
         f, v = self.formulation, self.vars
         lag = row.lag * f.unit
+        # Steady state: periods·T on the left, and a period's run length in the big-M.
+        start = self._start(row)
         if not row.conditions:
-            self.model.add(v.run_start[row.after] >= v.end(row.before) + lag)
+            self.model.add(start >= v.end(row.before) + lag)
             return
         switched = Expr()
         for condition in row.conditions:
             switched = switched + self._condition(condition)
-        self.model.add(
-            v.run_start[row.after]
-            >= v.end(row.before) + lag - (v.horizon + lag) * (len(row.conditions) - switched)
-        )
+        big_m = v.horizon + lag + (v.period_bound if f.steady else 0.0)
+        self.model.add(start >= v.end(row.before) + lag - big_m * (len(row.conditions) - switched))
 
     def _engine_colocation(self) -> None:
         """A rollout engine sharing a GPU is colocated, and then pays its wake and sleep.
@@ -403,7 +477,7 @@ class MilpModel:
         """Minimise the makespan of the k_eval steps."""
         f, v, model = self.formulation, self.vars, self.model
         model.start_family("objective_makespan")
-        for vertex in range(f.num_vertices):
+        for vertex in range(0 if f.steady else f.num_vertices):  # steady state: T alone
             model.add(v.makespan[None] >= v.end(f.run(vertex, f.k_eval - 1)))
         model.minimise(v.makespan.col())
 
