@@ -177,7 +177,11 @@ def print_bounds(problem: Problem) -> None:
                 f"; on the score: x {factor:g}" if factor != 1 else ""
             )
         print(words)
-        for label, value in (("compute", bounds.compute), ("critical path", bounds.critical_path)):
+        for label, value in (
+            ("compute", bounds.compute),
+            ("critical path", bounds.critical_path),
+            ("area and path", bounds.area_path),
+        ):
             print(f"  {label:<14} {value:10.4f} s  (step {value / instance.k_eval:.4f} s)")
 
 

@@ -122,6 +122,11 @@ def render_html_report(
                 bounds.critical_path * factor,
                 bounds.critical_path * factor / k,
             ],
+            [
+                f"area and path (one candidate per vertex: its path and GPU-seconds){suffix}",
+                bounds.area_path * factor,
+                bounds.area_path * factor / k,
+            ],
         ]
     rows.append(["best proven (reported)", result.bound, bound_step])
     report.table(("lower bound", "makespan (s)", "per step (s)"), rows)

@@ -44,6 +44,7 @@ class Status(Enum):
 #: How reports name the method that proved a bound (``Result.bound_source``).
 BOUND_SOURCE_WORDS = {
     "critical_path": "the critical-path bound",
+    "area_path": "the area-and-path bound",
     "compute": "the compute bound",
     "cpsat": "CP-SAT",
     "milp": "the MILP",

@@ -248,18 +248,18 @@ def test_a_negative_lambda_stale_gets_one_line_and_exit_2(cli, tmp_path):
 
 
 def test_switch_bound_by_hand():
-    """min(B_on, (1 + lambda_stale) B_full): B_full 10 s, B_on 11 s -> min(11, 10.5) = 10.5 s;
-    B_on 10.2 s -> 10.2 s; an infeasible on-policy space bounds nothing (+inf) -> 10.5 s.
-    The flip instance's plan-independent score bound (about 9.45 s) is lower, so it does
+    """min(B_on, (1 + lambda_stale) B_full): B_full 20 s, B_on 22 s -> min(22, 21) = 21 s;
+    B_on 20.4 s -> 20.4 s; an infeasible on-policy space bounds nothing (+inf) -> 21 s.
+    The flip instance's plan-independent score bound (about 10.86 s) is lower, so it does
     not replace them."""
     problem = flip_problem()
-    assert problem.score_bound < 10.2
+    assert problem.score_bound < 20.4
 
     def result(bound, status=Status.FEASIBLE, source="cpsat"):
         return Result(status, "cpsat", bound=bound, bound_source=source)
 
-    full = result(10.0, source="full")
-    assert _switch_bound(problem, full, result(11.0)) == (pytest.approx(10.5), "full")
-    assert _switch_bound(problem, full, result(10.2)) == (pytest.approx(10.2), "cpsat")
+    full = result(20.0, source="full")
+    assert _switch_bound(problem, full, result(22.0)) == (pytest.approx(21.0), "full")
+    assert _switch_bound(problem, full, result(20.4)) == (pytest.approx(20.4), "cpsat")
     infeasible = result(None, Status.INFEASIBLE)
-    assert _switch_bound(problem, full, infeasible) == (pytest.approx(10.5), "full")
+    assert _switch_bound(problem, full, infeasible) == (pytest.approx(21.0), "full")

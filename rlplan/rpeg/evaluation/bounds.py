@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rlplan.rpeg.evaluation.area_bound import area_path_bound, path_bound, vertex_choices
 from rlplan.rpeg.model.candidates import CandidateDirectory
-from rlplan.rpeg.templates import unroll
 
 
 @dataclass(frozen=True)
 class LowerBounds:
-    """The two plan-independent lower bounds of the specification (seconds of makespan).
+    """The plan-independent lower bounds (seconds of makespan).
 
     Attributes
     ----------
@@ -27,24 +27,37 @@ class LowerBounds:
         rule reward's stage, which every plan pays), and every trained model
         at its largest staleness candidate (the fewest edges). Under the
         steady-state objective: ``k_eval`` times :func:`steady_cycle_bound`.
+    area_path
+        The smallest, over every choice of one candidate per vertex, of the
+        larger of that choice's critical path and its ``k_eval`` steps of
+        GPU-seconds spread over the GPUs (each pool's over that pool's):
+        runs hold their GPUs exclusively (:mod:`rlplan.rpeg.evaluation.area_bound`).
+        At least :attr:`critical_path`.
     """
 
     compute: float
     critical_path: float
+    area_path: float = 0.0
 
     @property
     def best(self) -> float:
-        """The larger (tighter) of the two."""
-        return max(self.compute, self.critical_path)
+        """The largest (tightest) of the three."""
+        return max(self.compute, self.critical_path, self.area_path)
 
     @property
     def source(self) -> str:
-        """Which of the two is :attr:`best`: ``critical_path`` or ``compute``."""
-        return "critical_path" if self.critical_path >= self.compute else "compute"
+        """Which one is :attr:`best`: ``area_path``, ``critical_path`` or ``compute``.
+
+        On a tie the simpler bound is named: the critical path before the
+        area-and-path bound, which equals it when the area does not bind.
+        """
+        if self.critical_path >= max(self.compute, self.area_path):
+            return "critical_path"
+        return "area_path" if self.area_path >= self.compute else "compute"
 
 
 def lower_bounds(directory: CandidateDirectory, on_policy: bool = False) -> LowerBounds:
-    """Compute both lower bounds for an instance.
+    """Compute the lower bounds for an instance.
 
     ``on_policy`` bounds only the plans whose trained models all have
     staleness 0 (its critical path then has every pub edge of step 0).
@@ -62,20 +75,18 @@ def lower_bounds(directory: CandidateDirectory, on_policy: bool = False) -> Lowe
         model: 0 if on_policy else max(instance.optimizer.staleness_candidates[model])
         for model in template.trained_models
     }
-    count = len(template.vertices)
-    delays = template.data_delays
-    finish = [0.0] * (count * instance.k_eval)
-    predecessors: dict[int, list[tuple[int, float]]] = {}
-    for edge in unroll(template, instance.k_eval, staleness):
-        delay = delays[edge.template_edge] if 0 <= edge.template_edge < len(delays) else 0.0
-        predecessors.setdefault(edge.dst, []).append((edge.src, delay))
-    for run in range(count * instance.k_eval):  # run ids are a topological order
-        ready = max((finish[p] + delay for p, delay in predecessors.get(run, ())), default=0.0)
-        finish[run] = ready + fastest[run % count]
-    critical = max(finish)
+    k_eval = instance.k_eval
     if instance.steady_state:
-        critical = instance.k_eval * steady_cycle_bound(template, fastest, staleness)
-    return LowerBounds(compute=compute, critical_path=critical)
+
+        def path(times):
+            return k_eval * steady_cycle_bound(template, times, staleness)
+
+    else:
+        path = path_bound(template, k_eval, staleness)
+    critical = path(fastest)
+    pool_gpus = [pool.hardware.num_gpus for pool in instance.pools]
+    area_path = area_path_bound(vertex_choices(directory), path, pool_gpus, k_eval)
+    return LowerBounds(compute=compute, critical_path=critical, area_path=area_path)
 
 
 def steady_cycle_bound(template, fastest: list[float], staleness: dict[str, int]) -> float:

@@ -1,0 +1,144 @@
+"""The area-and-path bound (docs/cost-model.md#lower-bounds).
+
+The hand-computed case: a chain A -> B and a vertex C apart, one step, on
+2 GPUs. A and B each run in 1 s on both GPUs (2 GPU-s) or in 1.5 s on one
+(1.5 GPU-s); C runs in 1 s on one GPU (1 GPU-s). The path is
+max(t_A + t_B, t_C) and the area bound (GPU-seconds) / 2:
+
+========  ======  ============================  =======
+A, B      path    area                          larger
+========  ======  ============================  =======
+wide      2.0     (2 + 2 + 1) / 2 = 2.5         2.5
+mixed     2.5     (2 + 1.5 + 1) / 2 = 2.25      2.5
+narrow    3.0     (1.5 + 1.5 + 1) / 2 = 2.0     3.0
+========  ======  ============================  =======
+
+so the bound is 2.5, above both the path alone (2.0, every vertex at its
+fastest: the critical-path bound) and the area alone (2.0).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+
+from rlplan.rpeg.evaluation.area_bound import Choice, area_path_bound, vertex_choices
+from rlplan.rpeg.evaluation.bounds import lower_bounds
+from rlplan.rpeg.evaluation.problem import Problem
+from rlplan.rpeg.search.sampling import random_plan
+
+WIDE, NARROW = Choice(1.0, 2.0, 0), Choice(1.5, 1.5, 0)
+CHOICES = ((WIDE, NARROW), (WIDE, NARROW), (Choice(1.0, 1.0, 0),))
+
+
+def chain_and_apart(times):
+    """The path of the hand case: A -> B, and C on its own."""
+    return max(times[0] + times[1], times[2])
+
+
+def test_the_bound_of_the_hand_case():
+    assert area_path_bound(CHOICES, chain_and_apart, [2], 1) == pytest.approx(2.5)
+
+
+def test_each_term_binds_somewhere_in_the_hand_case():
+    # Without the area the path alone gives 2.0; without the path the area alone gives 2.0.
+    assert area_path_bound(CHOICES, lambda times: 0.0, [2], 1) == pytest.approx(2.0)
+    assert area_path_bound(CHOICES, chain_and_apart, [1000], 1) == pytest.approx(2.0)
+
+
+def test_k_eval_steps_of_area():
+    # Two steps of GPU-seconds: wide 2 x 5 / 2 = 5.0, narrow 2 x 4 / 2 = 4.0 (path 3.0).
+    assert area_path_bound(CHOICES, chain_and_apart, [2], 2) == pytest.approx(4.0)
+
+
+def test_each_pool_holds_its_own_area():
+    # A and B only in pool 1 (1 GPU), C in pool 0 (1 GPU). Pool 1 holds A's and B's
+    # GPU-seconds alone: wide 4.0, mixed 3.5, narrow 3.0 s (paths 2.0, 2.5, 3.0), so
+    # the bound is 3.0; over both pools' 2 GPUs together it would be 2.5.
+    in_pool_1 = [tuple(dataclasses.replace(c, pool=1) for c in options) for options in CHOICES[:2]]
+    pooled = (*in_pool_1, CHOICES[2])
+    assert area_path_bound(pooled, chain_and_apart, [1, 1], 1) == pytest.approx(3.0)
+
+
+def test_a_stopped_search_returns_a_lower_bound():
+    exact = area_path_bound(CHOICES, chain_and_apart, [2], 1)
+    for limit in range(4):
+        stopped = area_path_bound(CHOICES, chain_and_apart, [2], 1, node_limit=limit)
+        assert 2.0 <= stopped <= exact
+
+
+def test_a_vertex_without_a_choice_has_no_bound():
+    assert area_path_bound(((), (WIDE,)), max, [2], 1) == float("inf")
+
+
+def test_choices_are_the_pareto_front_of_the_directory(load_problem):
+    problem = load_problem("tiny_grpo_4gpu.yaml")
+    for vertex, front in enumerate(vertex_choices(problem.directory)):
+        points = {
+            (c[0].time, s[0] * s[1] * s[2] * c[0].time)
+            for s, c in problem.directory.options[vertex].items()
+            if c
+        }
+        kept = {(c.time, c.area) for c in front}
+        assert kept <= points
+        for time, area in points:
+            dominated = any(t <= time and a <= area and (t, a) != (time, area) for t, a in kept)
+            assert (time, area) in kept or dominated
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "instances/ppo_8b_1x2x8_h100.yaml",
+        "instances/grpo_7b_h100_h20_2pools.yaml",
+        "tests/data/tiny_grpo_1x2x4_sliced.yaml",
+        "tests/data/tiny_two_pools_grpo.yaml",
+        "instances/tiny_lag_grpo_2gpu_async.yaml",
+    ],
+)
+def test_no_plan_is_faster_than_the_bound(path):
+    """Random plans (memory aside: time does not depend on it) never beat the bound."""
+    problem = Problem.load(path)
+    bound = lower_bounds(problem.directory).area_path
+    rng = random.Random(7)
+    for draw in range(200):
+        plan = random_plan(problem.directory, rng, with_order=draw % 2 == 1)
+        assert problem.simulator.evaluate(plan).makespan >= bound * (1 - 1e-12)
+
+
+def test_the_bound_is_tighter_than_the_critical_path_at_scale(load_problem):
+    # ppo_70b on 256 GPUs: every fastest candidate takes the whole cluster, so
+    # running them one after another costs far more than the longest path.
+    bounds = load_problem("ppo_70b_4x8x8_h100.yaml").bounds
+    assert bounds.area_path > 1.3 * bounds.critical_path
+    assert bounds.source == "area_path"
+
+
+def test_the_steady_state_bound_is_below_every_period(load_problem):
+    problem = load_problem("tiny_lag_grpo_2gpu_async.yaml")
+    instance = problem.instance
+    optimizer = dataclasses.replace(instance.optimizer, objective="steady_state")
+    steady = Problem.from_instance(dataclasses.replace(instance, optimizer=optimizer))
+    bound = steady.bounds.area_path
+    assert bound >= steady.bounds.critical_path
+    rng = random.Random(3)
+    for _ in range(200):
+        plan = random_plan(steady.directory, rng)
+        trace = steady.simulator.simulate(plan)
+        assert trace.period * instance.k_eval >= bound * (1 - 1e-12)
+
+
+def test_a_choice_is_kept_beside_a_better_one_of_another_pool():
+    # Two independent vertices, each 1 s on pool 0's one GPU (1 GPU-s) or 1 s on 1.5
+    # GPUs' worth of pool 1 (1.5 GPU-s): both on pool 0 need 2.0 s, one on each 1.5 s.
+    # Dropping pool 1's choice as "dominated" by pool 0's would give 2.0.
+    options = (Choice(1.0, 1.0, 0), Choice(1.0, 1.5, 1))
+    assert area_path_bound((options, options), max, [1, 1], 1) == pytest.approx(1.5)
+
+
+def test_the_front_keeps_each_pool_apart(load_problem):
+    problem = load_problem("grpo_7b_h100_h20_2pools.yaml")
+    pools = [{c.pool for c in front} for front in vertex_choices(problem.directory)]
+    assert all(found == {0, 1} for found in pools)
