@@ -113,3 +113,23 @@ def test_the_milp_proves_the_oracle_steady_state_optimum(lag_optima):
     assert len(result.plan.order) == 3
     assert result.step_time == pytest.approx(oracle.step_time, rel=1e-12)
     assert result.stats["milp_objective_s"] == pytest.approx(2 * oracle.step_time, rel=1e-4)
+
+
+def test_turns_more_than_one_window_apart_are_in_the_model():
+    """tiny_rule_grpo_2gpu at staleness 0 or 1, whose optimum (the oracle's, over the
+    cyclic orders of docs/simulator.md) is the on-policy plan with every vertex on both
+    GPUs, score 20.995720158263 s: period 10.49786 s, offsets 0, 8.556, 8.807 and 9.556 s.
+    The model's turn offsets (rows.turn_offsets: -3..4 at staleness up to 1) hold it; with
+    the two offsets of one window only (q in {0, 1}) both exact models are infeasible here
+    (measured: "reports the model infeasible although its warm start is a feasible plan"),
+    so this test fails when the range is cut."""
+    problem = variant(
+        "tiny_rule_grpo_2gpu.yaml", objective="steady_state", staleness_candidates={"actor": (0, 1)}
+    )
+    options = SolveOptions(time_limit=60, threads=1, seed=0)
+    oracle = exhaustive.solve(problem, options)
+    assert oracle.status is Status.OPTIMAL
+    assert oracle.score == pytest.approx(20.995720158263065, rel=1e-9)
+    result = cpsat.solve(problem, options)
+    assert result.status is Status.OPTIMAL, result.message
+    assert result.score == pytest.approx(oracle.score, rel=1e-9)
