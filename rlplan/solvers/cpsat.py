@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 
@@ -588,8 +589,10 @@ class CpSatBackend:
     model_name = "the CP-SAT model"
     steady_state = True
 
-    def __init__(self) -> None:
+    def __init__(self, stop: threading.Event | None = None) -> None:
         self.built: CpSatModel | None = None
+        #: Set to end the search early with its best plan (the portfolio's MILP proved first).
+        self.stop = stop
 
     def build(self, formulation: Formulation, deadline: Deadline) -> dict:
         """Build the CP-SAT model; its sizes are reported once it is solved."""
@@ -632,7 +635,10 @@ class CpSatBackend:
         solver = self._solver(options, deadline)
         callback = _Progress(built.vars, unit, options)
         # Retried: a stop requested before CP-SAT has set its search up is otherwise lost.
-        with interrupts.on_stop(solver.stop_search, retry=STOP_RETRY_S):
+        with (
+            interrupts.on_stop(solver.stop_search, retry=STOP_RETRY_S),
+            interrupts.when_set(self.stop, solver.stop_search, STOP_RETRY_S),
+        ):
             status = solver.solve(built.model, callback)
         stats = {
             **built.sizes(),
@@ -661,14 +667,19 @@ class CpSatBackend:
 
 
 def solve_with_hint(
-    problem: Problem, options: SolveOptions, start: Plan, time_limit: float
+    problem: Problem,
+    options: SolveOptions,
+    start: Plan,
+    time_limit: float,
+    stop: threading.Event | None = None,
 ) -> Result:
     """Build and solve the CP-SAT model warm-started from ``start``, then check it by simulation.
 
     The build and the search share ``time_limit``; the result is never worse
-    than ``start`` (:func:`rlplan.solvers.exact_driver.solve_exact`).
+    than ``start`` (:func:`rlplan.solvers.exact_driver.solve_exact`). Setting
+    ``stop`` ends the search early with its best plan.
     """
-    return solve_exact(problem, options, start, time_limit, CpSatBackend())
+    return solve_exact(problem, options, start, time_limit, CpSatBackend(stop))
 
 
 @each_template("cpsat")  # AC-share: solve each template, keep the better

@@ -1,0 +1,176 @@
+"""CP-SAT and the MILP side by side on one exact solve: the exact phase of ``auto``.
+
+With two or more threads the MILP (HiGHS, one thread) runs in a forked
+child process (:mod:`rlplan.solvers.forked`) while CP-SAT runs here with the
+other threads, both warm-started from the same plan on the same
+formulation. Whichever proves first ends the other: a MILP proof stops
+CP-SAT's search (it returns its best plan), a CP-SAT proof terminates the
+child. Otherwise both run to the one time limit (the child is terminated a
+moment after it, at the latest). The result keeps the better simulated plan
+(a tie keeps CP-SAT's) and the larger of the two bounds, ``bound_source``
+naming the backend whose bound holds; a MILP that fails, errs or dies never
+loses CP-SAT's plan. ``stats["portfolio"]`` records each backend's status,
+wall time and bound, and which proved (``proved_by``).
+
+With one thread CP-SAT alone runs, as before the portfolio. See
+docs/solvers.md#the-exact-portfolio.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+
+from rlplan.rpeg import interrupts
+from rlplan.rpeg.evaluation.problem import Problem
+from rlplan.rpeg.model.plan import Plan
+from rlplan.solvers import cpsat
+from rlplan.solvers.common import plan_result
+from rlplan.solvers.forked import ForkedCall
+from rlplan.solvers.options import SolveOptions
+from rlplan.solvers.progress import SilentProgress
+from rlplan.solvers.result import Result, Status
+
+#: Seconds past the time limit the MILP child gets to send its result.
+ANSWER_GRACE_S = 1.0
+#: Seconds between looks at the child's pipe.
+POLL_S = 0.05
+#: Statuses that prove a plan.
+PROVEN = (Status.OPTIMAL, Status.OPTIMAL_WITHIN_GAP)
+
+
+def solve_with_hint(
+    problem: Problem, options: SolveOptions, start: Plan, time_limit: float
+) -> Result:
+    """CP-SAT and, with two threads or more, the MILP beside it, from ``start``.
+
+    Returns
+    -------
+    Result
+        CP-SAT's result with ``options.threads`` < 2 or without highspy;
+        otherwise the two backends' results combined (:func:`combine`).
+    """
+    if options.threads < 2 or not _highs_available():
+        return cpsat.solve_with_hint(problem, options, start, time_limit)
+    started = time.perf_counter()
+    milp_options = dataclasses.replace(options, threads=1, progress=SilentProgress())
+    child = ForkedCall(lambda: _solve_milp(problem, milp_options, start, time_limit))
+    stop = threading.Event()  # set once the MILP has proven: CP-SAT's search ends
+    watch = _Watch(child, stop, started, started + time_limit + ANSWER_GRACE_S)
+    watch.thread.start()
+    try:
+        cp_options = dataclasses.replace(options, threads=options.threads - 1)
+        cp = cpsat.solve_with_hint(problem, cp_options, start, time_limit, stop=stop)
+        cp_wall = time.perf_counter() - started
+        if cp.status in PROVEN or interrupts.requested():
+            watch.give_up.set()  # a CP-SAT proof (or a stop request) ends the MILP
+        watch.thread.join()  # else the MILP answers by the time limit
+    finally:
+        watch.give_up.set()
+        watch.thread.join()
+        child.end()
+    return combine(problem, options.gap, started, cp, cp_wall, child, watch.answered_s)
+
+
+@dataclasses.dataclass
+class _Watch:
+    """A thread waiting for the MILP child's answer; it stops CP-SAT on a MILP proof."""
+
+    child: ForkedCall
+    stop: threading.Event
+    started: float
+    deadline: float
+    answered_s: float | None = None
+    give_up: threading.Event = dataclasses.field(default_factory=threading.Event)
+    thread: threading.Thread = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.thread = threading.Thread(target=self._run, name="milp-watch", daemon=True)
+
+    def _run(self) -> None:
+        while not self.give_up.is_set() and not interrupts.requested():
+            if time.perf_counter() > self.deadline:
+                return
+            if self.child.wait(POLL_S):
+                self.answered_s = time.perf_counter() - self.started
+                value = self.child.value
+                if isinstance(value, Result) and value.status in PROVEN:
+                    self.stop.set()
+                return
+
+
+def combine(
+    problem: Problem,
+    gap: float,
+    started: float,
+    cp: Result,
+    cp_wall: float,
+    child: ForkedCall,
+    milp_wall: float | None,
+) -> Result:
+    """One result of CP-SAT's and the MILP's: the better plan, the larger bound.
+
+    A MILP result that is missing (the child failed, died or was ended) or an
+    ERROR (its bound proves nothing) leaves CP-SAT's result as it is, with
+    ``stats["portfolio"]`` added; so does a CP-SAT ERROR, which ``auto``
+    handles as before.
+    """
+    milp = child.value if isinstance(child.value, Result) else None
+    summary = {
+        "cpsat": _summary(cp, cp_wall),
+        "milp": _summary(milp, milp_wall, child.error or "ended before it answered"),
+    }
+    provers = [
+        (wall, name)
+        for name, result, wall in (("cpsat", cp, cp_wall), ("milp", milp, milp_wall))
+        if result is not None and result.status in PROVEN and wall is not None
+    ]
+    summary["proved_by"] = min(provers)[1] if provers else None
+    if cp.status is Status.ERROR or milp is None or milp.status is Status.ERROR:
+        cp.stats["portfolio"] = summary
+        return cp
+    with_plan = [r for r in (cp, milp) if r.plan is not None]
+    if not with_plan:
+        cp.stats["portfolio"] = summary
+        return cp
+    best = min(with_plan, key=lambda r: (r.score, r is not cp))
+    bounded = [r for r in (cp, milp) if r.bound is not None]
+    strongest = max(bounded, key=lambda r: (r.bound, r is cp), default=None)
+    summary["bound_from"] = None if strongest is None else strongest.solver
+    bound = None if strongest is None else strongest.bound / problem.score_factor
+    return plan_result(
+        problem,
+        best.solver,
+        best.plan,
+        started,
+        bound=bound,
+        requested_gap=gap,
+        stats={**best.stats, "portfolio": summary},
+        message=best.message,
+        templates=best.templates,
+        bound_source=None if strongest is None else strongest.bound_source,
+    )
+
+
+def _solve_milp(problem: Problem, options: SolveOptions, start: Plan, time_limit: float) -> Result:
+    """The MILP from ``start``; imported in the child, where Pyomo costs the parent nothing."""
+    from rlplan.solvers import milp
+
+    return milp.solve_with_start(problem, options, start, time_limit)
+
+
+def _summary(result: Result | None, wall: float | None, missing: str = "") -> dict:
+    """A backend's line in ``stats["portfolio"]``: status, wall time, bound (or why none)."""
+    if result is None:
+        return {"status": None, "wall_s": wall, "bound_s": None, "error": missing}
+    return {"status": result.status.value, "wall_s": wall, "bound_s": result.bound}
+
+
+def _highs_available() -> bool:
+    """Whether highspy imports (the MILP's solver)."""
+    try:
+        import highspy  # noqa: F401
+    except ImportError:
+        return False
+    return True
