@@ -32,8 +32,11 @@ from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.progress import SilentProgress
 from rlplan.solvers.result import Result, Status
 
-#: Seconds past the time limit the MILP child gets to send its result.
-ANSWER_GRACE_S = 1.0
+#: Seconds past the time limit the MILP child gets to send its result (at most
+#: :data:`ANSWER_GRACE_SHARE` of the limit): HiGHS stops by the limit, then its
+#: plan is read back and simulated.
+ANSWER_GRACE_S = 3.0
+ANSWER_GRACE_SHARE = 0.05
 #: Seconds between looks at the child's pipe.
 POLL_S = 0.05
 #: Statuses that prove a plan.
@@ -57,11 +60,12 @@ def solve_with_hint(
     milp_options = dataclasses.replace(options, threads=1, progress=SilentProgress())
     child = ForkedCall(lambda: _solve_milp(problem, milp_options, start, time_limit))
     stop = threading.Event()  # set once the MILP has proven: CP-SAT's search ends
-    watch = _Watch(child, stop, started, started + time_limit + ANSWER_GRACE_S)
+    grace = min(ANSWER_GRACE_S, ANSWER_GRACE_SHARE * time_limit)
+    watch = _Watch(child, stop, started, started + time_limit + grace)
     watch.thread.start()
     try:
         cp_options = dataclasses.replace(options, threads=options.threads - 1)
-        cp = cpsat.solve_with_hint(problem, cp_options, start, time_limit, stop=stop)
+        cp = cpsat.solve_with_hint(problem, cp_options, start, time_limit, stop=stop, max_lp=True)
         cp_wall = time.perf_counter() - started
         if cp.status in PROVEN or interrupts.requested():
             watch.give_up.set()  # a CP-SAT proof (or a stop request) ends the MILP
