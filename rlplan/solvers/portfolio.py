@@ -32,11 +32,14 @@ from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.progress import SilentProgress
 from rlplan.solvers.result import Result, Status
 
-#: Seconds past the time limit the MILP child gets to send its result (at most
-#: :data:`ANSWER_GRACE_SHARE` of the limit): HiGHS stops by the limit, then its
-#: plan is read back and simulated.
-ANSWER_GRACE_S = 3.0
-ANSWER_GRACE_SHARE = 0.05
+#: Seconds before the time limit the MILP child's own limit ends (at most
+#: :data:`ANSWER_SHARE` of the limit): HiGHS overruns its limit by a moment,
+#: then the plan is read back, simulated and sent.
+ANSWER_RESERVE_S = 1.0
+#: Seconds past the time limit the child's answer is still waited for (at most
+#: :data:`ANSWER_SHARE` of the limit).
+ANSWER_GRACE_S = 2.0
+ANSWER_SHARE = 0.05
 #: Seconds between looks at the child's pipe.
 POLL_S = 0.05
 #: Statuses that prove a plan.
@@ -58,9 +61,10 @@ def solve_with_hint(
         return cpsat.solve_with_hint(problem, options, start, time_limit)
     started = time.perf_counter()
     milp_options = dataclasses.replace(options, threads=1, progress=SilentProgress())
-    child = ForkedCall(lambda: _solve_milp(problem, milp_options, start, time_limit))
+    ends = started + time_limit - min(ANSWER_RESERVE_S, ANSWER_SHARE * time_limit)
+    child = ForkedCall(lambda: _solve_milp(problem, milp_options, start, ends))
     stop = threading.Event()  # set once the MILP has proven: CP-SAT's search ends
-    grace = min(ANSWER_GRACE_S, ANSWER_GRACE_SHARE * time_limit)
+    grace = min(ANSWER_GRACE_S, ANSWER_SHARE * time_limit)
     watch = _Watch(child, stop, started, started + time_limit + grace)
     watch.thread.start()
     try:
@@ -157,11 +161,15 @@ def combine(
     )
 
 
-def _solve_milp(problem: Problem, options: SolveOptions, start: Plan, time_limit: float) -> Result:
-    """The MILP from ``start``; imported in the child, where Pyomo costs the parent nothing."""
+def _solve_milp(problem: Problem, options: SolveOptions, start: Plan, ends: float) -> Result:
+    """The MILP from ``start`` until ``ends`` (``time.perf_counter()``: one clock across fork).
+
+    Imported here, in the child: Pyomo's import costs the parent nothing, and
+    the child's limit counts it.
+    """
     from rlplan.solvers import milp
 
-    return milp.solve_with_start(problem, options, start, time_limit)
+    return milp.solve_with_start(problem, options, start, max(0.0, ends - time.perf_counter()))
 
 
 def _summary(result: Result | None, wall: float | None, missing: str = "") -> dict:

@@ -159,7 +159,7 @@ def test_a_milp_proof_stops_cpsat(problem, start, monkeypatch):
         assert self.stop is not None and self.stop.wait(LIMIT)
         return original_solve(self, options, deadline)
 
-    def proven_milp(problem, options, start, time_limit):
+    def proven_milp(problem, options, start, ends):
         makespan = problem.simulator.evaluate(start).makespan
         return plan_result(problem, "milp", start, time.perf_counter(), bound=makespan)
 
