@@ -95,7 +95,8 @@ def start(solver: str, out: Path, mode: str = "") -> subprocess.Popen:
     argv = [sys.executable, "-c", WRAPPER.format(repo=str(REPO)), "solve", str(PPO_16)]
     argv += ["--solver", solver, "--time-limit", "600", "--out", str(out), "--quiet"]
     argv += ["--evaluations", "2000"]  # a short warm-start search: the exact phase sooner
-    env = {**os.environ, "SIGNAL_TEST_MODE": mode}
+    # auto runs the MILP beside CP-SAT on 16 GPUs too (by default from 32 on).
+    env = {**os.environ, "SIGNAL_TEST_MODE": mode, "RLPLAN_PORTFOLIO_MIN_GPUS": "16"}
     return subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )

@@ -1,6 +1,7 @@
 """CP-SAT and the MILP side by side on one exact solve: the exact phase of ``auto``.
 
-With two or more threads the MILP (HiGHS, one thread) runs in a forked
+On a cluster of at least :data:`PORTFOLIO_MIN_GPUS` GPUs (where the MILP is
+strong) with two or more threads, the MILP (HiGHS, one thread) runs in a forked
 child process (:mod:`rlplan.solvers.forked`) while CP-SAT runs here with the
 other threads, both warm-started from the same plan on the same
 formulation. Whichever proves first ends the other: a MILP proof stops
@@ -12,13 +13,15 @@ naming the backend whose bound holds; a MILP that fails, errs or dies never
 loses CP-SAT's plan. ``stats["portfolio"]`` records each backend's status,
 wall time and bound, and which proved (``proved_by``).
 
-With one thread CP-SAT alone runs, as before the portfolio. See
+Otherwise (one thread, a smaller cluster, no highspy) CP-SAT alone runs
+with every thread, as before the portfolio. See
 docs/solvers.md#the-exact-portfolio.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
 
@@ -42,6 +45,8 @@ ANSWER_GRACE_S = 2.0
 ANSWER_SHARE = 0.05
 #: Seconds between looks at the child's pipe.
 POLL_S = 0.05
+#: The smallest cluster (GPUs) on which the MILP runs beside CP-SAT.
+PORTFOLIO_MIN_GPUS = 32
 #: Statuses that prove a plan.
 PROVEN = (Status.OPTIMAL, Status.OPTIMAL_WITHIN_GAP)
 
@@ -49,15 +54,14 @@ PROVEN = (Status.OPTIMAL, Status.OPTIMAL_WITHIN_GAP)
 def solve_with_hint(
     problem: Problem, options: SolveOptions, start: Plan, time_limit: float
 ) -> Result:
-    """CP-SAT and, with two threads or more, the MILP beside it, from ``start``.
+    """CP-SAT and, where :func:`runs_both`, the MILP beside it, from ``start``.
 
     Returns
     -------
     Result
-        CP-SAT's result with ``options.threads`` < 2 or without highspy;
-        otherwise the two backends' results combined (:func:`combine`).
+        CP-SAT's result, or the two backends' results combined (:func:`combine`).
     """
-    if options.threads < 2 or not _highs_available():
+    if not runs_both(problem, options):
         return cpsat.solve_with_hint(problem, options, start, time_limit)
     started = time.perf_counter()
     milp_options = dataclasses.replace(options, threads=1, progress=SilentProgress())
@@ -158,6 +162,22 @@ def combine(
         message=best.message,
         templates=best.templates,
         bound_source=None if strongest is None else strongest.bound_source,
+    )
+
+
+def runs_both(problem: Problem, options: SolveOptions) -> bool:
+    """Whether the MILP runs beside CP-SAT: two threads or more, highspy, a large cluster.
+
+    Below :data:`PORTFOLIO_MIN_GPUS` GPUs CP-SAT alone with every thread proves
+    first (the MILP did not prove 8 H100 in 180 s), and halving its workers
+    for the MILP only slows the proof (benchmarks/portfoliobench.py). The
+    environment variable ``RLPLAN_PORTFOLIO_MIN_GPUS`` sets another threshold.
+    """
+    smallest = int(os.environ.get("RLPLAN_PORTFOLIO_MIN_GPUS", PORTFOLIO_MIN_GPUS))
+    return (
+        options.threads >= 2
+        and problem.instance.hardware.num_gpus >= smallest
+        and _highs_available()
     )
 
 

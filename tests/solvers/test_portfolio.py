@@ -27,6 +27,12 @@ from tests.solvers.conftest import load_problem
 LIMIT = 60.0
 
 
+@pytest.fixture(autouse=True)
+def both_on_two_gpus(monkeypatch):
+    """The MILP beside CP-SAT on the 2-GPU instance (by default from 32 GPUs on)."""
+    monkeypatch.setattr(portfolio, "PORTFOLIO_MIN_GPUS", 1)
+
+
 @pytest.fixture(scope="module")
 def problem():
     return load_problem("tiny_ppo_2gpu.yaml").without_stale_penalty()
@@ -171,13 +177,17 @@ def test_a_milp_proof_stops_cpsat(problem, start, monkeypatch):
     assert result.stats["portfolio"]["proved_by"] == "milp"
 
 
-def test_one_thread_runs_cpsat_alone(problem, start, monkeypatch):
-    """Break tried: the portfolio also at one thread (a child is forked)."""
+@pytest.mark.parametrize(("threads", "smallest"), [(1, 1), (2, 4)])
+def test_cpsat_alone_at_one_thread_or_below_the_cluster_size(
+    problem, start, monkeypatch, threads, smallest
+):
+    """Break tried: the portfolio at one thread, or on any cluster (a child is forked)."""
 
     def no_fork(function):
-        raise AssertionError("no MILP child at one thread")
+        raise AssertionError("no MILP child here")
 
     monkeypatch.setattr(portfolio, "ForkedCall", no_fork)
-    result = portfolio.solve_with_hint(problem, SolveOptions(threads=1), start, LIMIT)
+    monkeypatch.setattr(portfolio, "PORTFOLIO_MIN_GPUS", smallest)
+    result = portfolio.solve_with_hint(problem, SolveOptions(threads=threads), start, LIMIT)
     assert result.status is Status.OPTIMAL
     assert "portfolio" not in result.stats
