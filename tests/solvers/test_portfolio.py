@@ -191,3 +191,21 @@ def test_cpsat_alone_at_one_thread_or_below_the_cluster_size(
     result = portfolio.solve_with_hint(problem, SolveOptions(threads=threads), start, LIMIT)
     assert result.status is Status.OPTIMAL
     assert "portfolio" not in result.stats
+
+
+def test_the_terminal_line_names_who_proved():
+    """Break tried: the prover's name dropped from the line."""
+    from rlplan.cli.solve import describe_portfolio
+
+    summary = {
+        "cpsat": {"status": "FEASIBLE", "wall_s": 65.12},
+        "milp": {"status": "OPTIMAL", "wall_s": 41.0},
+        "proved_by": "milp",
+    }
+    assert describe_portfolio(summary) == (
+        "CP-SAT FEASIBLE 65.1 s, MILP OPTIMAL 41.0 s: proved by the MILP"
+    )
+    summary["milp"] = {"status": None, "wall_s": None}
+    summary["proved_by"] = None
+    assert describe_portfolio(summary) == "CP-SAT FEASIBLE 65.1 s, MILP no result: neither proved"
+    assert describe_portfolio(None) is None
