@@ -209,3 +209,16 @@ def test_the_terminal_line_names_who_proved():
     summary["proved_by"] = None
     assert describe_portfolio(summary) == "CP-SAT FEASIBLE 65.1 s, MILP no result: neither proved"
     assert describe_portfolio(None) is None
+
+
+def test_a_milp_result_crosses_the_pipe_whole(problem, start):
+    """The child sends its Result pickled: plan, bound and statistics come back equal."""
+    import pickle
+
+    result = portfolio._solve_milp(
+        problem, SolveOptions(threads=1), start, time.perf_counter() + LIMIT
+    )
+    assert result.status is Status.OPTIMAL
+    back = pickle.loads(pickle.dumps(result))
+    assert back.plan == result.plan
+    assert (back.bound, back.bound_source, back.stats) == (result.bound, "milp", result.stats)
