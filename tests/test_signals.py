@@ -32,6 +32,7 @@ STOPPING = "SIGINT: stopping, writing the best plan so far (again to exit at onc
 #: SIGNAL_TEST_MODE=hold-writing the first staged output prints "WRITING" and waits
 #: until a second signal has asked to exit; with SIGNAL_TEST_MODE=stuck-search the
 #: local search never returns (a search slow to honour the stop request).
+#: "CHILD pid" names the MILP child forked beside CP-SAT (the exact portfolio).
 WRAPPER = r"""
 import contextlib, os, sys, time
 sys.path.insert(0, {repo!r})
@@ -58,6 +59,13 @@ def solve_highs(highs):
     say("milp")
     return original_solve_highs(highs)
 stop.solve_highs = solve_highs
+
+import rlplan.solvers.forked as forked
+original_fork = forked.ForkedCall.__init__
+def fork(self, function):
+    original_fork(self, function)
+    print(f"CHILD {{self.pid}}", file=sys.stderr, flush=True)
+forked.ForkedCall.__init__ = fork
 
 original_improve = local.improve
 def improve(*args, **kwargs):
@@ -87,7 +95,8 @@ def start(solver: str, out: Path, mode: str = "") -> subprocess.Popen:
     argv = [sys.executable, "-c", WRAPPER.format(repo=str(REPO)), "solve", str(PPO_16)]
     argv += ["--solver", solver, "--time-limit", "600", "--out", str(out), "--quiet"]
     argv += ["--evaluations", "2000"]  # a short warm-start search: the exact phase sooner
-    env = {**os.environ, "SIGNAL_TEST_MODE": mode}
+    # auto runs the MILP beside CP-SAT on 16 GPUs too (by default from 32 on).
+    env = {**os.environ, "SIGNAL_TEST_MODE": mode, "RLPLAN_PORTFOLIO_MIN_GPUS": "16"}
     return subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
@@ -221,3 +230,44 @@ def test_a_second_signal_during_the_search_exits_at_once(tmp_path):
     assert code == 128 + signal.SIGINT, stderr
     assert not out.exists()
     assert no_staging_left(tmp_path)
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+@pytest.mark.parametrize("signals", [1, 2])
+def test_a_signal_during_the_portfolio_leaves_no_milp_child(tmp_path, signals):
+    """auto forks the MILP beside CP-SAT: a signal ends the solve and the child with it,
+    also when a second signal makes the run exit once its outputs are written."""
+    out = tmp_path / "run"
+    process = start("auto", out)
+    assert process.stderr is not None
+    children = []
+    for line in process.stderr:
+        if line.startswith("CHILD "):
+            children.append(int(line.split()[1]))
+        if line.strip() == "SEARCH cpsat" and children:
+            break
+    else:
+        pytest.fail("the child ended before CP-SAT searched beside a MILP child")
+    assert running(children[-1])
+    process.send_signal(signal.SIGINT)
+    if signals == 2:
+        sent = time.monotonic()
+        wait_for(process, STOPPING)
+        time.sleep(max(0.0, sent + REPEAT_S + 0.2 - time.monotonic()))
+        process.send_signal(signal.SIGINT)
+    code, _, stderr = finish(process)
+    assert code in (0, 128 + signal.SIGINT), stderr
+    assert "Traceback" not in stderr
+    deadline = time.monotonic() + 10  # the kernel's SIGKILL to an orphan takes a moment
+    while any(running(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(running(pid) for pid in children)

@@ -266,11 +266,32 @@ def print_solve_summary(result: Result, written: list[str], memory: Sequence[str
         print(
             f"bound        {result.bound_step:.4f} s per step ({what} {result.bound:.4f} s){shown}"
         )
+    portfolio = describe_portfolio(result.stats.get("portfolio"))
+    if portfolio is not None:
+        print(f"portfolio    {portfolio}")
     for line in value_lines(result.stats, result.step_time):
         print(f"versus       {line}")
     for line in memory:
         print(line)
     print("wrote " + ", ".join(written))
+
+
+def describe_portfolio(summary: dict | None) -> str | None:
+    """The exact portfolio in words: each backend's status and time, and which proved.
+
+    ``summary`` is ``stats["portfolio"]`` (:mod:`rlplan.solvers.portfolio`);
+    None when the MILP did not run beside CP-SAT.
+    """
+    if not summary:
+        return None
+    parts = []
+    for name, words in (("cpsat", "CP-SAT"), ("milp", "MILP")):
+        line = summary.get(name) or {}
+        status = line.get("status") or "no result"
+        wall = line.get("wall_s")
+        parts.append(f"{words} {status}" + ("" if wall is None else f" {wall:.1f} s"))
+    prover = {"cpsat": "CP-SAT", "milp": "the MILP"}.get(summary.get("proved_by") or "")
+    return ", ".join(parts) + (f": proved by {prover}" if prover else ": neither proved")
 
 
 def html_report(bundle: OutputBundle, problem: Problem, result: Result, trace: Trace | None) -> str:

@@ -113,6 +113,35 @@ def on_stop(hook: Callable[[], None], retry: float | None = None) -> Iterator[No
             _hooks.remove(hook)
 
 
+@contextlib.contextmanager
+def when_set(
+    event: threading.Event | None, hook: Callable[[], None], retry: float
+) -> Iterator[None]:
+    """Call ``hook`` every ``retry`` seconds once ``event`` is set, until the block ends.
+
+    A local stop, unlike :func:`request`: one search is asked to end (e.g.
+    CP-SAT once the MILP beside it has proven the optimum) and the rest of the
+    solve goes on. ``event`` None: the block runs as is.
+    """
+    if event is None:
+        yield
+        return
+    done = threading.Event()
+
+    def repeat() -> None:
+        while not done.is_set():
+            if event.wait(retry) and not done.is_set():
+                with contextlib.suppress(Exception):
+                    hook()
+                done.wait(retry)
+
+    threading.Thread(target=repeat, name="local-stop", daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
 def _repeat_hook(hook: Callable[[], None], retry: float, done: threading.Event) -> None:
     """Call ``hook`` every ``retry`` seconds from the first stop request until ``done``."""
     while not done.is_set():

@@ -18,7 +18,7 @@ import time
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.evaluation.simulator import Simulator
 from rlplan.rpeg.model.plan import Plan
-from rlplan.solvers import cpsat
+from rlplan.solvers import portfolio
 from rlplan.solvers.common import plan_result, unplaceable_result, within_space
 from rlplan.solvers.local import baseline_deadline, best_baseline, improve
 from rlplan.solvers.options import SolveOptions
@@ -171,6 +171,8 @@ def _exact_phase(
         return phase
     stats["cpsat"] = dict(exact.stats)
     stats["cpsat_status"] = exact.status.value
+    if "portfolio" in exact.stats:  # the MILP ran beside CP-SAT (two threads or more)
+        stats["portfolio"] = stats["cpsat"].pop("portfolio")
     phase.templates = exact.templates
     if exact.status is Status.ERROR:
         kept = best.offer(exact.plan, on_tie=True)
@@ -187,7 +189,10 @@ def _exact_phase(
 
 
 def _exact(problem: Problem, options: SolveOptions, hint: Plan, time_limit: float) -> Result:
-    """CP-SAT warm-started from ``hint``; on an AC-share problem once per template.
+    """CP-SAT (and the MILP beside it) warm-started from ``hint``; once per template if AC-share.
+
+    With two threads or more the MILP runs beside CP-SAT and the first proof
+    ends the other (:mod:`rlplan.solvers.portfolio`).
 
     Each template is hinted with ``hint`` when it is of that template, else
     with the template's better baseline; the result keeps the better plan
@@ -205,7 +210,7 @@ def _exact(problem: Problem, options: SolveOptions, hint: Plan, time_limit: floa
             return plan_result(
                 variant, "cpsat", None, time.perf_counter(), message="no baseline plan fits"
             )
-        return cpsat.solve_with_hint(
+        return portfolio.solve_with_hint(
             variant, sub_options, _within(variant, start), sub_options.time_limit
         )
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 
@@ -573,6 +574,9 @@ class _Progress(cp_model.CpSolverSolutionCallback):
 TWO_WORKERS = 2
 TWO_WORKER_SUBSOLVERS = ("default_lp", "max_lp")
 
+#: The linearization level of CP-SAT's max-LP worker: the one worker beside the MILP.
+MAX_LP_LINEARIZATION = 2
+
 #: Seconds between calls of CP-SAT's ``stop_search`` once a stop is requested.
 STOP_RETRY_S = 0.05
 
@@ -588,8 +592,12 @@ class CpSatBackend:
     model_name = "the CP-SAT model"
     steady_state = True
 
-    def __init__(self) -> None:
+    def __init__(self, stop: threading.Event | None = None, max_lp: bool = False) -> None:
         self.built: CpSatModel | None = None
+        #: Set to end the search early with its best plan (the portfolio's MILP proved first).
+        self.stop = stop
+        #: With one worker, make it the max-LP one (linearization level 2).
+        self.max_lp = max_lp
 
     def build(self, formulation: Formulation, deadline: Deadline) -> dict:
         """Build the CP-SAT model; its sizes are reported once it is solved."""
@@ -615,6 +623,10 @@ class CpSatBackend:
         parameters.use_area_energetic_reasoning_in_no_overlap_2d = True
         if options.threads == TWO_WORKERS and os.environ.get("RLPLAN_CPSAT_DEFAULT_WORKERS") != "1":
             parameters.subsolvers.extend(TWO_WORKER_SUBSOLVERS)
+        if options.threads == 1 and self.max_lp:
+            # Beside the MILP: on 8 H100 one default worker leaves a 2.8 % gap after
+            # 90 s, one at linearization level 2 proves (benchmarks/portfoliobench.py).
+            parameters.linearization_level = MAX_LP_LINEARIZATION
         if options.verbose:
             parameters.log_search_progress = True
             parameters.log_to_stdout = False
@@ -632,7 +644,10 @@ class CpSatBackend:
         solver = self._solver(options, deadline)
         callback = _Progress(built.vars, unit, options)
         # Retried: a stop requested before CP-SAT has set its search up is otherwise lost.
-        with interrupts.on_stop(solver.stop_search, retry=STOP_RETRY_S):
+        with (
+            interrupts.on_stop(solver.stop_search, retry=STOP_RETRY_S),
+            interrupts.when_set(self.stop, solver.stop_search, STOP_RETRY_S),
+        ):
             status = solver.solve(built.model, callback)
         stats = {
             **built.sizes(),
@@ -661,14 +676,21 @@ class CpSatBackend:
 
 
 def solve_with_hint(
-    problem: Problem, options: SolveOptions, start: Plan, time_limit: float
+    problem: Problem,
+    options: SolveOptions,
+    start: Plan,
+    time_limit: float,
+    stop: threading.Event | None = None,
+    max_lp: bool = False,
 ) -> Result:
     """Build and solve the CP-SAT model warm-started from ``start``, then check it by simulation.
 
     The build and the search share ``time_limit``; the result is never worse
-    than ``start`` (:func:`rlplan.solvers.exact_driver.solve_exact`).
+    than ``start`` (:func:`rlplan.solvers.exact_driver.solve_exact`). Setting
+    ``stop`` ends the search early with its best plan; ``max_lp`` makes a
+    single worker the max-LP one.
     """
-    return solve_exact(problem, options, start, time_limit, CpSatBackend())
+    return solve_exact(problem, options, start, time_limit, CpSatBackend(stop, max_lp))
 
 
 @each_template("cpsat")  # AC-share: solve each template, keep the better

@@ -17,7 +17,7 @@ import pytest
 
 from rlplan.formulation import build_formulation
 from rlplan.formulation.schedule import earliest_ends
-from rlplan.solvers import auto
+from rlplan.solvers import auto, cpsat
 from rlplan.solvers.common import judge_objective, plan_result
 from rlplan.solvers.cpsat import CpSatBackend
 from rlplan.solvers.exact_driver import solve_exact
@@ -108,7 +108,7 @@ def test_cpsat_plan_with_idle_time_passes_the_driver():
     problem = load_problem(INSTANCE)
     start = best_baseline(problem)
     upper = problem.simulator.evaluate(start).makespan
-    faster = auto.cpsat.solve(problem, SolveOptions(time_limit=20, threads=1)).plan
+    faster = cpsat.solve(problem, SolveOptions(time_limit=20, threads=1)).plan
     formulation = build_formulation(problem, upper)
     _, _, starts = formulation.warm_start(faster)
     delay = round((upper - problem.simulator.evaluate(faster).makespan) / 2 / formulation.unit)
@@ -129,7 +129,7 @@ def test_auto_keeps_a_rejected_cpsat_plan_that_simulates_faster(monkeypatch):
     its bound (untrustworthy) is not used."""
     problem = load_problem(INSTANCE)
     baseline = best_baseline(problem)
-    faster = auto.cpsat.solve(problem, SolveOptions(time_limit=20, threads=1)).plan
+    faster = cpsat.solve(problem, SolveOptions(time_limit=20, threads=1)).plan
     assert problem.simulator.evaluate(faster).score < problem.simulator.evaluate(baseline).score
     bogus_bound = problem.simulator.evaluate(faster).makespan
 
