@@ -3,14 +3,21 @@
 The suite (default ``instances/suites/scale.yaml``) lists variants of the
 shipped instances: a ``base`` instance file and dotted fields to ``set``.
 
-* ``prove`` runs CP-SAT on every variant not yet proven and caches its status,
-  simulated optimum and raw bound in ``<suite>_optima.json`` beside the suite.
+* ``prove`` runs CP-SAT on every variant not yet proven (every variant with
+  ``--force``) and caches its status, simulated optimum (makespan and score,
+  the objective every solver minimises), raw bound and the instance
+  fingerprint in ``<suite>_optima.json`` beside the suite.
 * ``local`` runs the local search (``--time-limit`` seconds, default 20) on
-  every variant and prints, per variant, the proven optimum, the local
-  search's simulated makespan, its gap to the optimum, the evaluations and the
-  stop reason, then the share of proven variants within ``--target`` (1 %).
+  every variant and prints, per variant, the proven optimum score, the local
+  search's simulated score, its gap to the optimum, the evaluations and the
+  stop reason, then the share of proven variants within ``--target`` (1 %)
+  and the gap distribution.
 
-Only variants whose optimum CP-SAT proved (status OPTIMAL) count. Not run in CI:
+Only variants whose optimum CP-SAT proved (status OPTIMAL) for the same
+instance fingerprint count; a record without a score or of another
+fingerprint is stale (the cost model or the instance changed since) and is
+shown as such. The fingerprint covers the instance, not the cost model's
+code: after a change of the cost model, ``prove --force``. Not run in CI:
 ``prove`` takes minutes per variant.
 """
 
@@ -95,23 +102,41 @@ def _problem(name: str, document: dict[str, Any]):
     return Problem.from_instance(parse_variant(document, name, name))
 
 
-def prove(suite: str, time_limit: float, threads: int) -> int:
-    """CP-SAT on every variant not yet proven; the cache is rewritten after each."""
+def _fingerprint(problem) -> str:
+    """The fingerprint of ``problem``'s instance, which the cache records."""
+    from rlplan.rpeg.schema.fingerprint import instance_fingerprint
+
+    return instance_fingerprint(problem.instance)
+
+
+def proven_score(record: dict[str, Any], fingerprint: str) -> float | None:
+    """The cached optimum score of a record proven OPTIMAL for ``fingerprint``, else None."""
+    if record.get("status") != "OPTIMAL" or record.get("fingerprint") != fingerprint:
+        return None
+    return record.get("score_s")
+
+
+def prove(suite: str, time_limit: float, threads: int, force: bool = False) -> int:
+    """CP-SAT on every variant not yet proven (all with ``force``); the cache is
+    rewritten after each."""
     from rlplan.solvers import cpsat
     from rlplan.solvers.options import SolveOptions
 
     cache_file = optima_path(suite)
     cache = load_optima(suite)
     for name, document in load_variants(suite):
-        if cache.get(name, {}).get("status") == "OPTIMAL":
+        problem = _problem(name, document)
+        fingerprint = _fingerprint(problem)
+        if not force and proven_score(cache.get(name, {}), fingerprint) is not None:
             continue
         started = time.perf_counter()
-        result = cpsat.solve(
-            _problem(name, document), SolveOptions(time_limit=time_limit, threads=threads)
-        )
+        result = cpsat.solve(problem, SolveOptions(time_limit=time_limit, threads=threads))
         cache[name] = {
+            "fingerprint": fingerprint,
+            "score_s": result.score,
             "status": result.status.value,
             "makespan_s": result.makespan,
+            "bound_s": result.bound,
             "cp_bound_s": result.stats.get("cp_bound_s"),
             "gap": result.gap,
             "time_limit_s": time_limit,
@@ -124,47 +149,74 @@ def prove(suite: str, time_limit: float, threads: int) -> int:
     return 0
 
 
-def local(suite: str, time_limit: float, target: float, out: str | None) -> int:
-    """Local search on every variant; prints the table and the share within ``target``."""
-    from rlplan.solvers import local as local_search
-    from rlplan.solvers.options import SolveOptions
-
+def local(
+    suite: str,
+    time_limit: float,
+    target: float,
+    out: str | None,
+    only: str | None = None,
+    seeds: int = 1,
+) -> int:
+    """Local search on every variant; prints the table, the share within ``target``
+    and the gap distribution."""
     cache = load_optima(suite)
     rows = []
     print(
-        f"{'variant':18} {'optimum s':>10} {'local s':>10} {'gap %':>7} {'evals':>8}  stop",
+        f"{'variant':22} {'optimum s':>10} {'local s':>10} {'gap %':>7} {'evals':>8}  stop",
         flush=True,
     )
     for name, document in load_variants(suite):
-        result = local_search.solve(
-            _problem(name, document), SolveOptions(time_limit=time_limit, seed=0)
-        )
-        proven = cache.get(name, {})
-        optimum = proven.get("makespan_s") if proven.get("status") == "OPTIMAL" else None
-        gap = None if optimum is None else (result.makespan - optimum) / optimum
-        row = {
-            "variant": name,
-            "optimum_s": optimum,
-            "local_s": result.makespan,
-            "gap": gap,
-            "evaluations": result.stats.get("evaluations"),
-            "stop_reason": result.stats.get("stop_reason"),
-        }
-        rows.append(row)
-        shown = "-" if optimum is None else f"{optimum:10.4f}"
-        gap_shown = "-" if gap is None else f"{100 * gap:7.3f}"
-        print(
-            f"{name:18} {shown:>10} {result.makespan:10.4f} {gap_shown:>7} "
-            f"{row['evaluations']:>8}  {row['stop_reason']}",
-            flush=True,
-        )
-    counted = [row for row in rows if row["gap"] is not None]
-    within = sum(row["gap"] <= target for row in counted)
-    print(f"within {100 * target:g} %: {within} of {len(counted)} proven variants")
+        if only is not None and not any(part in name for part in only.split(",")):
+            continue
+        problem = _problem(name, document)
+        optimum = proven_score(cache.get(name, {}), _fingerprint(problem))
+        for seed in range(seeds):
+            row = _local_row(problem, name, optimum, time_limit, seed)
+            rows.append(row)
+            stale = "stale" if cache.get(name, {}).get("status") == "OPTIMAL" else "-"
+            shown = stale if optimum is None else f"{optimum:10.4f}"
+            gap_shown = "-" if row["gap"] is None else f"{100 * row['gap']:7.3f}"
+            label = name if seeds == 1 else f"{name}/{seed}"
+            print(
+                f"{label:22} {shown:>10} {row['local_s']:10.4f} {gap_shown:>7} "
+                f"{row['evaluations']:>8}  {row['stop_reason']}",
+                flush=True,
+            )
+    print(summary(rows, target))
     if out:
         with open(out, "w") as handle:
             json.dump(rows, handle, indent=1)
     return 0
+
+
+def _local_row(problem, name: str, optimum: float | None, time_limit: float, seed: int) -> dict:
+    """One local search of ``time_limit`` seconds with ``seed``, and its gap to ``optimum``."""
+    from rlplan.solvers import local as local_search
+    from rlplan.solvers.options import SolveOptions
+
+    result = local_search.solve(problem, SolveOptions(time_limit=time_limit, seed=seed))
+    return {
+        "variant": name,
+        "seed": seed,
+        "optimum_s": optimum,
+        "local_s": result.score,
+        "gap": None if optimum is None else (result.score - optimum) / optimum,
+        "evaluations": result.stats.get("evaluations"),
+        "stop_reason": result.stats.get("stop_reason"),
+    }
+
+
+def summary(rows: list[dict[str, Any]], target: float) -> str:
+    """The share of proven variants within ``target``, within 0.1 % and 1 %, and the
+    median and largest gap."""
+    gaps = sorted(row["gap"] for row in rows if row["gap"] is not None)
+    if not gaps:
+        return "no proven variant"
+    lines = [f"within {100 * target:g} %: {sum(g <= target for g in gaps)} of {len(gaps)}"]
+    for limit in sorted({0.001, 0.01} - {target}):
+        lines.append(f"within {100 * limit:g} %: {sum(g <= limit for g in gaps)} of {len(gaps)}")
+    lines.append(f"median gap {100 * gaps[len(gaps) // 2]:.3f} %, max gap {100 * gaps[-1]:.3f} %")
+    return "\n".join(lines) + " (proven variants)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,11 +228,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--target", type=float, default=0.01)
     parser.add_argument("--out", default=None, help="JSON file of the local-search rows")
+    parser.add_argument("--force", action="store_true", help="prove: every variant again")
+    parser.add_argument("--seeds", type=int, default=1, help="local: seeds 0 .. N-1 each")
+    parser.add_argument(
+        "--only", default=None, help="local: variants whose name holds one of these (a,b,...)"
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "prove":
-            return prove(args.suite, args.time_limit or 300.0, args.threads)
-        return local(args.suite, args.time_limit or 20.0, args.target, args.out)
+            return prove(args.suite, args.time_limit or 300.0, args.threads, args.force)
+        limit = args.time_limit or 20.0
+        return local(args.suite, limit, args.target, args.out, args.only, args.seeds)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

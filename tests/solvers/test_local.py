@@ -202,3 +202,41 @@ def test_start_from_a_sampled_plan_when_no_baseline_fits():
     start = best_baseline(problem)
     assert start is not None and problem.simulator.evaluate(start).feasible
     assert best_baseline(problem) == start
+
+
+def _without_search(problem: Problem) -> Problem:
+    """``problem`` with a search that stops at its start: e_max 1, no polish."""
+    knobs = dataclasses.replace(problem.instance.optimizer, e_max=1, no_polish=True)
+    return Problem.from_instance(dataclasses.replace(problem.instance, optimizer=knobs))
+
+
+def test_the_better_start_wins_whichever_runs_first():
+    """With searches that stop at their start, improve_from_starts returns the better of
+    two starts (tiny_dpo_2gpu's greedy baseline and its optimum) in either order, and
+    says which start it came from."""
+    from tests.rpeg.test_moves import optimum
+
+    problem = _without_search(load_problem("tiny_dpo_2gpu.yaml"))
+    best = optimum("tiny_dpo_2gpu.yaml")
+    worse = best_baseline(problem)
+    score = problem.simulator.evaluate
+    assert score(worse).score > score(best).score
+    options = SolveOptions(time_limit=30, seed=0)
+    for starts, index in (([worse, best], 1), ([best, worse], 0)):
+        plan, stats = local.improve_from_starts(problem, starts, options, 30)
+        assert plan == best
+        assert stats["start"] == index
+        assert stats["evaluations"] == 2
+
+
+def test_split_baseline_is_a_second_start_when_it_fits_and_differs():
+    """tiny_grpo_4gpu's split baseline (rollout and training apart) fits and differs from
+    the better shared baseline: the search starts from both, and the solve's baseline
+    lines reuse it; when the split baseline is the start itself there is one start."""
+    problem = load_problem("tiny_grpo_4gpu.yaml")
+    start = best_baseline(problem)
+    found: dict = {}
+    starts = local.search_starts(problem, start, found)
+    assert starts[0] == start and len(starts) == 2
+    assert found["split"] == starts[1]
+    assert local.search_starts(problem, starts[1], {}) == [starts[1]]

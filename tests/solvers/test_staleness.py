@@ -151,29 +151,35 @@ def test_exact_backends_with_the_penalty_pick_the_on_policy_plan(solve):
 
 #: Without the penalty the off-policy optimum needs staleness 1 and the step order at once
 #: (staleness 1 alone, in the default run order, gives 14.0230 s, slower than on-policy):
-#: with the default budget (optimizer.e_max = 20000 evaluations) seed 0 stops at the
-#: on-policy plan, 13.3170 s, as do seeds 1 and 3 (seeds 2 and 4 reach the optimum);
-#: 80000 evaluations reach it with seed 0.
+#: with the default budget (optimizer.e_max = 20000 evaluations) seeds 1, 2 and 4 stop at
+#: the on-policy plan, 13.3170 s (seeds 0 and 3 reach the optimum); 160000 evaluations
+#: reach it with seed 2 (not with seeds 1 and 4, nor 80000 with any of the three).
 _OFF_POLICY_VALLEY = "needs staleness and run order changed together"
 
 
 @pytest.mark.parametrize(
-    "lambda_stale, staleness, makespan, knobs",
+    "lambda_stale, staleness, makespan, knobs, seed",
     [
         pytest.param(
-            0.0, 1, OFF_POLICY, {}, marks=pytest.mark.xfail(strict=True, reason=_OFF_POLICY_VALLEY)
+            0.0,
+            1,
+            OFF_POLICY,
+            {},
+            1,
+            marks=pytest.mark.xfail(strict=True, reason=_OFF_POLICY_VALLEY),
         ),
-        (0.0, 1, OFF_POLICY, {"e_max": 80000}),
-        (None, 0, ON_POLICY, {}),
+        (0.0, 1, OFF_POLICY, {}, 0),
+        (0.0, 1, OFF_POLICY, {"e_max": 160000}, 2),
+        (None, 0, ON_POLICY, {}, 0),
     ],
 )
-def test_local_search_follows_the_penalty(lambda_stale, staleness, makespan, knobs):
+def test_local_search_follows_the_penalty(lambda_stale, staleness, makespan, knobs, seed):
     problem = flip_problem(lambda_stale)
     if knobs:
         instance = problem.instance
         optimizer = dataclasses.replace(instance.optimizer, **knobs)
         problem = Problem.from_instance(dataclasses.replace(instance, optimizer=optimizer))
-    result = local.solve(problem, SolveOptions(time_limit=600, seed=0))
+    result = local.solve(problem, SolveOptions(time_limit=600, seed=seed))
     assert result.plan.staleness_map == {"actor": staleness}
     assert result.makespan == pytest.approx(makespan, rel=1e-9)
 

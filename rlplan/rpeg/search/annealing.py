@@ -13,10 +13,13 @@ Knobs (``optimizer`` section):
 * ``k_x`` candidates per vertex sampled when a move picks a strategy.
 * ``alpha_pair`` probability that a structural move involves two vertices.
 * ``stag_window``: after that many steps without a new best, restart from
-  the best plan at temperature ``t_warm``.
+  the best plan at temperature ``t_warm``; at the first such restart on a
+  best plan, the block descent (:mod:`rlplan.rpeg.search.block_descent`)
+  first tries every strategy of every vertex on its block.
 * ``score_eps``: relative improvement needed to count as a new best.
 * ``hard_oom``: reject memory-overflowing neighbours instead of penalising.
-* ``fixed_mb``, ``uniform_vertex``, ``no_polish``: ablations.
+* ``fixed_mb``, ``uniform_vertex``, ``no_polish`` (no polish and no block
+  descent): ablations.
 
 The returned plan is always memory-feasible: the best *feasible* plan seen
 (the start plan is feasible).
@@ -38,6 +41,7 @@ from dataclasses import dataclass, field
 from rlplan.rpeg.evaluation.simulator import Simulator
 from rlplan.rpeg.model.frameworks.conform import conform, framework_problems
 from rlplan.rpeg.model.plan import Plan
+from rlplan.rpeg.search.block_descent import descend_on_blocks
 from rlplan.rpeg.search.moves import DEFAULT_MOVES, PAIR, PARAMETER, SINGLE, Move, MoveContext
 from rlplan.rpeg.search.state import SearchState
 from rlplan.rpeg.search.stopping import StoppingCriterion
@@ -188,6 +192,7 @@ class SimulatedAnnealing:
         self._record(best, stop)
         start_fraction, start_at = knobs.t_init, 0
         since_structural, stagnation = 0, 0
+        descended = None  # the last best plan the block descent started from
         try:
             while not stop(stats.evaluations):
                 structural = since_structural >= knobs.e_struct
@@ -228,6 +233,8 @@ class SimulatedAnnealing:
                 else:
                     stagnation += 1
                 if stagnation >= knobs.stag_window:
+                    if best is not descended and not knobs.no_polish:
+                        best = descended = self._descend(best, stop)
                     current = best
                     start_fraction, start_at = knobs.t_warm, stats.evaluations
                     stagnation = 0
@@ -259,6 +266,22 @@ class SimulatedAnnealing:
         else:
             pool = self.parameter
         return rng.choice(pool).propose(current, context, rng)
+
+    def _descend(self, best: SearchState, stop: StoppingCriterion) -> SearchState:
+        """The block descent from ``best`` (:mod:`rlplan.rpeg.search.block_descent`), run
+        at a restart on a best plan it has not started from yet."""
+        found = descend_on_blocks(
+            best,
+            self.directory.variant(best.plan.fused),
+            self._state,
+            stop.out_of_time,
+            self.knobs.score_eps,
+        )
+        if found is not best:
+            self.statistics.improvements += 1
+            stop.improved(self.statistics.evaluations)
+            self._record(found, stop)
+        return found
 
     def _record(self, best: SearchState, stop: StoppingCriterion) -> None:
         self.statistics.history.append((stop.elapsed, self.statistics.evaluations, best.objective))

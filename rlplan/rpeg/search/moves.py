@@ -28,6 +28,7 @@ from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.candidates import Candidate, CandidateDirectory
 from rlplan.rpeg.model.plan import Placement, Plan
 from rlplan.rpeg.schema.optimizer import OptimizerConfig
+from rlplan.rpeg.search.compound_moves import group_settings_vary, set_group_setting
 from rlplan.rpeg.search.expert_moves import change_expert_layout, expert_layouts_vary
 from rlplan.rpeg.search.pool_moves import change_pool, pools_vary
 from rlplan.rpeg.search.state import SearchState
@@ -347,6 +348,7 @@ CHANGE_MICROBATCHES = _move(PARAMETER, change_microbatches)
 CHANGE_EXPERT_LAYOUT = _move(PARAMETER, change_expert_layout, expert_layouts_vary)
 CHANGE_STALENESS = _move(PARAMETER, change_staleness)
 SWAP_ORDER = _move(PARAMETER, swap_order)
+SET_GROUP_SETTING = _move(PARAMETER, set_group_setting, group_settings_vary)
 
 #: The moves of the search, in the order it draws them within a kind.
 DEFAULT_MOVES: tuple[Move, ...] = (
@@ -361,4 +363,5 @@ DEFAULT_MOVES: tuple[Move, ...] = (
     SWAP_ORDER,
     CHANGE_EXPERT_LAYOUT,
     CHANGE_POOL,
+    SET_GROUP_SETTING,
 )
