@@ -269,3 +269,36 @@ def test_switch_bound_by_hand():
     assert _switch_bound(problem, full, result(20.4)) == (pytest.approx(20.4), "cpsat")
     infeasible = result(None, Status.INFEASIBLE)
     assert _switch_bound(problem, full, infeasible) == (pytest.approx(21.0), "full")
+
+
+def test_building_each_space_counts_against_the_limit(monkeypatch):
+    """A clock that moves 3 s while each space's problem is built: of a 20 s limit the
+    full space gets (20 - 3) / 2 = 8.5 s; it takes 1 s of solving, so the on-policy space,
+    built in 3 s more, gets 20 - 3 - 1 - 3 = 13 s (not 20 / 2 and 20 - 1)."""
+    from rlplan.solvers import staleness
+
+    problem = flip_problem()
+    now = [0.0]
+    monkeypatch.setattr(staleness.time, "perf_counter", lambda: now[0])
+
+    def building(name):
+        build = getattr(problem, name)
+
+        def slow():
+            now[0] += 3.0
+            return build()
+
+        return slow
+
+    monkeypatch.setattr(problem, "without_stale_penalty", building("without_stale_penalty"))
+    monkeypatch.setattr(problem, "on_policy", building("on_policy"))
+    limits = []
+
+    def solve_one(variant, options):
+        limits.append(options.time_limit)
+        result = exhaustive.solve(variant, options)
+        now[0] += 1.0
+        return result
+
+    staleness.solve_staleness(problem, SolveOptions(time_limit=20), solve_one)
+    assert limits == [pytest.approx(8.5), pytest.approx(13.0)]
