@@ -127,25 +127,25 @@ def when_set(
         yield
         return
     done = threading.Event()
-
-    def repeat() -> None:
-        while not done.is_set():
-            if event.wait(retry) and not done.is_set():
-                with contextlib.suppress(Exception):
-                    hook()
-                done.wait(retry)
-
-    threading.Thread(target=repeat, name="local-stop", daemon=True).start()
+    threading.Thread(
+        target=_repeat_hook, args=(hook, retry, done, event), name="local-stop", daemon=True
+    ).start()
     try:
         yield
     finally:
         done.set()
 
 
-def _repeat_hook(hook: Callable[[], None], retry: float, done: threading.Event) -> None:
-    """Call ``hook`` every ``retry`` seconds from the first stop request until ``done``."""
+def _repeat_hook(
+    hook: Callable[[], None],
+    retry: float,
+    done: threading.Event,
+    event: threading.Event = _requested,
+) -> None:
+    """Call ``hook`` every ``retry`` seconds from the moment ``event`` (default: a stop
+    request) is set until ``done``."""
     while not done.is_set():
-        if _requested.wait(retry) and not done.is_set():
+        if event.wait(retry) and not done.is_set():
             with contextlib.suppress(Exception):
                 hook()
             done.wait(retry)
