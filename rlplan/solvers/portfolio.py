@@ -166,7 +166,8 @@ def combine(
 
 
 def runs_both(problem: Problem, options: SolveOptions) -> bool:
-    """Whether the MILP runs beside CP-SAT: two threads or more, highspy, a large cluster.
+    """Whether the MILP runs beside CP-SAT: two threads or more, highspy, a large cluster
+    (every pool's GPUs counted).
 
     Below :data:`PORTFOLIO_MIN_GPUS` GPUs CP-SAT alone with every thread proves
     first (the MILP did not prove 8 H100 in 180 s), and halving its workers
@@ -174,11 +175,7 @@ def runs_both(problem: Problem, options: SolveOptions) -> bool:
     environment variable ``RLPLAN_PORTFOLIO_MIN_GPUS`` sets another threshold.
     """
     smallest = int(os.environ.get("RLPLAN_PORTFOLIO_MIN_GPUS", PORTFOLIO_MIN_GPUS))
-    return (
-        options.threads >= 2
-        and problem.instance.hardware.num_gpus >= smallest
-        and _highs_available()
-    )
+    return options.threads >= 2 and problem.instance.num_gpus >= smallest and _highs_available()
 
 
 def _solve_milp(problem: Problem, options: SolveOptions, start: Plan, ends: float) -> Result:

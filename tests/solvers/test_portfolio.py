@@ -222,3 +222,17 @@ def test_a_milp_result_crosses_the_pipe_whole(problem, start):
     back = pickle.loads(pickle.dumps(result))
     assert back.plan == result.plan
     assert (back.bound, back.bound_source, back.stats) == (result.bound, "milp", result.stats)
+
+
+def test_the_cluster_size_counts_every_pool(monkeypatch):
+    """tests/data/tiny_two_pools_grpo.yaml has two pools of 2 GPUs: a threshold of 4 GPUs
+    holds for the cluster (4), though not for its first pool alone (2)."""
+    from rlplan.rpeg.evaluation.problem import Problem
+    from tests.solvers.conftest import ROOT
+
+    pooled = Problem.load(os.path.join(ROOT, "tests", "data", "tiny_two_pools_grpo.yaml"))
+    monkeypatch.delenv("RLPLAN_PORTFOLIO_MIN_GPUS", raising=False)
+    monkeypatch.setattr(portfolio, "PORTFOLIO_MIN_GPUS", 4)
+    assert portfolio.runs_both(pooled, SolveOptions(threads=2))
+    monkeypatch.setattr(portfolio, "PORTFOLIO_MIN_GPUS", 5)
+    assert not portfolio.runs_both(pooled, SolveOptions(threads=2))
