@@ -608,6 +608,15 @@ class CpSatBackend:
         """Hint the warm start."""
         self.built.vars.warm_start(*solution)
 
+    def cut(self, makespan: float) -> None:
+        """Bound the objective by ``makespan`` (s over ``k_eval`` steps), rounded down to a unit.
+
+        No plan of model objective at most that many units is then a proof
+        that every plan's objective is above it, as CP-SAT's own bounds are.
+        """
+        built = self.built
+        built.model.add(built.vars.makespan <= math.floor(makespan / _objective_unit(built)))
+
     def _solver(self, options: SolveOptions, deadline: Deadline) -> cp_model.CpSolver:
         """A solver with the time left, at most ``options.threads`` workers, and its settings."""
         solver = cp_model.CpSolver()
@@ -638,9 +647,7 @@ class CpSatBackend:
     def solve(self, options: SolveOptions, deadline: Deadline) -> ExactOutcome:
         """Run CP-SAT from the hint; the objective and bound come back in seconds."""
         built = self.built
-        # Steady state: the objective is T; k_eval periods are the simulated makespan's scale.
-        f = built.formulation
-        unit = f.unit * (f.problem.instance.k_eval if f.steady else 1)
+        unit = _objective_unit(built)
         solver = self._solver(options, deadline)
         callback = _Progress(built.vars, unit, options)
         # Retried: a stop requested before CP-SAT has set its search up is otherwise lost.
@@ -673,6 +680,16 @@ class CpSatBackend:
         objective = solver.objective_value * unit
         stats["cp_objective_s"] = objective
         return ExactOutcome(built.vars.chosen(solver), objective, bound, stats=stats)
+
+
+def _objective_unit(built: CpSatModel) -> float:
+    """Seconds of simulated makespan per unit of the objective.
+
+    Steady state: the objective is the period T, and k_eval periods are the
+    simulated makespan's scale.
+    """
+    f = built.formulation
+    return f.unit * (f.problem.instance.k_eval if f.steady else 1)
 
 
 def solve_with_hint(

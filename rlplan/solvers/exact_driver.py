@@ -8,8 +8,12 @@ rest the same way for both:
 * the formulation is built from the warm start's simulated makespan, the
   backend's model from the formulation, and the warm start is handed over;
   a deadline passing on the way returns the warm start;
-* a model called infeasible despite its warm start is an ERROR; a solver
-  without a plan returns the warm start with the solver's bound;
+* a cutoff (``SolveOptions.cutoff``) below the warm start's score cuts the
+  model at the makespan it allows; a cut model proven infeasible returns
+  the warm start with the cutoff as its bound (docs/solvers.md#cutoffs-between-solves);
+* a model called infeasible despite its warm start (and no cut) is an
+  ERROR; a solver without a plan returns the warm start with the solver's
+  bound;
 * the decoded plan is simulated and judged by
   :func:`rlplan.solvers.common.judge_objective` against the backend's
   objective; a plan the simulator finds slower than the warm start gives
@@ -105,9 +109,27 @@ class ExactBackend(Protocol):
         """Hand the warm start (as converted by the formulation) to the model."""
         ...
 
+    def cut(self, makespan: float) -> None:
+        """Keep only the plans of makespan (s, over ``k_eval`` steps) at most ``makespan``."""
+        ...
+
     def solve(self, options: SolveOptions, deadline: Deadline) -> ExactOutcome:
         """Solve the built model within ``deadline``."""
         ...
+
+
+def cutoff_makespan(problem: Problem, options: SolveOptions, upper: float) -> float | None:
+    """The makespan (s) the exact model is cut at, or None when the cutoff cuts nothing.
+
+    A plan scoring below ``options.cutoff`` has a makespan below
+    ``cutoff / problem.score_factor`` (every plan's factor is at least the
+    problem's smallest), so cutting there keeps every plan of interest. A
+    cutoff at or above the warm start's makespan ``upper`` is no cut.
+    """
+    if options.cutoff is None:
+        return None
+    makespan = options.cutoff / problem.score_factor
+    return makespan if makespan < upper else None
 
 
 def solve_exact(
@@ -162,11 +184,15 @@ def solve_exact(
             f"{backend.display} models the makespan of k_eval steps, not the steady-state "
             "period (optimizer.objective); the warm-start plan is reported",
         )
+    cutoff = cutoff_makespan(problem, options, upper)
     try:
         formulation = build_formulation(problem, upper)
         deadline.check("formulation")
         stats.update(backend.build(formulation, deadline))
         stats.update(formulation.stats)
+        if cutoff is not None:
+            backend.cut(cutoff)
+            stats["cutoff_makespan_s"] = cutoff
         deadline.check("warm start")
         backend.warm_start(formulation.warm_start(start))
         deadline.check("solver start")
@@ -180,6 +206,14 @@ def solve_exact(
             f"(at {exc.args[0] or 'start'}); the warm-start plan is reported",
         )
     stats.update(outcome.stats)
+    if outcome.infeasible and cutoff is not None:
+        # No plan of makespan at most the cutoff: the cutoff is the bound.
+        stats["cutoff_proved"] = True
+        return start_result(
+            cutoff,
+            f"no plan of makespan below the cutoff {cutoff:.4f} s "
+            "(a plan elsewhere is as good); the warm-start plan is reported",
+        )
     if outcome.infeasible:
         return infeasible_despite_start(problem, backend.label, started, stats, options.gap)
     if outcome.solution is None or outcome.objective is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from rlplan.rpeg.errors import InputError
@@ -35,6 +35,13 @@ class SolveOptions:
         Where live progress goes.
     verbose
         Show the exact solver's own log (HiGHS, CP-SAT) on stderr.
+    cutoff
+        A score (s over ``k_eval`` steps) no plan of interest reaches: the
+        caller already holds a plan of that score elsewhere (another
+        template or staleness space). An exact backend searches only the
+        plans of makespan at most ``cutoff / score_factor``; finding none
+        proves that bound (docs/solvers.md#cutoffs-between-solves). None:
+        no cutoff.
     """
 
     time_limit: float = OPTION_RULES["time_limit"].default
@@ -43,6 +50,13 @@ class SolveOptions:
     gap: float = OPTION_RULES["gap"].default
     progress: SilentProgress = field(default_factory=SilentProgress)
     verbose: bool = False
+    cutoff: float | None = None
+
+    def with_cutoff(self, score: float | None) -> SolveOptions:
+        """These options with the cutoff lowered to ``score`` (None leaves it as is)."""
+        if score is None or (self.cutoff is not None and self.cutoff <= score):
+            return self
+        return replace(self, cutoff=score)
 
 
 @dataclass

@@ -4,10 +4,11 @@ On a cluster of at least :data:`PORTFOLIO_MIN_GPUS` GPUs (where the MILP is
 strong) with two or more threads, the MILP (HiGHS, one thread) runs in a forked
 child process (:mod:`rlplan.solvers.forked`) while CP-SAT runs here with the
 other threads, both warm-started from the same plan on the same
-formulation. Whichever proves first ends the other: a MILP proof stops
-CP-SAT's search (it returns its best plan), a CP-SAT proof terminates the
-child. Otherwise both run to the one time limit (the child is terminated a
-moment after it, at the latest). The result keeps the better simulated plan
+formulation. Whichever proves first, the optimum or that no plan is below
+the solve's cutoff, ends the other: a MILP proof stops CP-SAT's search (it
+returns its best plan), a CP-SAT proof terminates the child. Otherwise both
+run to the one time limit (the child is terminated a moment after it, at
+the latest). The result keeps the better simulated plan
 (a tie keeps CP-SAT's) and the larger of the two bounds, ``bound_source``
 naming the backend whose bound holds; a MILP that fails, errs or dies never
 loses CP-SAT's plan. ``stats["portfolio"]`` records each backend's status,
@@ -33,7 +34,7 @@ from rlplan.solvers.common import plan_result
 from rlplan.solvers.forked import ForkedCall
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.progress import SilentProgress
-from rlplan.solvers.result import Result, Status
+from rlplan.solvers.result import Result, Status, reaches_cutoff
 
 #: Seconds before the time limit the MILP child's own limit ends (at most
 #: :data:`ANSWER_SHARE` of the limit): HiGHS overruns its limit by a moment,
@@ -69,14 +70,19 @@ def solve_with_hint(
     child = ForkedCall(lambda: _solve_milp(problem, milp_options, start, ends))
     stop = threading.Event()  # set once the MILP has proven: CP-SAT's search ends
     grace = min(ANSWER_GRACE_S, ANSWER_SHARE * time_limit)
-    watch = _Watch(child, stop, started, started + time_limit + grace)
+    watch = _Watch(child, stop, started, started + time_limit + grace, options.cutoff)
     watch.thread.start()
     try:
         cp_options = dataclasses.replace(options, threads=options.threads - 1)
         cp = cpsat.solve_with_hint(problem, cp_options, start, time_limit, stop=stop, max_lp=True)
         cp_wall = time.perf_counter() - started
-        if cp.status in PROVEN or interrupts.requested():
-            watch.give_up.set()  # a CP-SAT proof (or a stop request) ends the MILP
+        if (
+            cp.status in PROVEN
+            or reaches_cutoff(cp.bound, options.cutoff)
+            or interrupts.requested()
+        ):
+            # A CP-SAT proof, of the optimum or of the cutoff (or a stop request) ends the MILP.
+            watch.give_up.set()
         watch.thread.join()  # else the MILP answers by the time limit
     finally:
         watch.give_up.set()
@@ -93,6 +99,7 @@ class _Watch:
     stop: threading.Event
     started: float
     deadline: float
+    cutoff: float | None = None
     answered_s: float | None = None
     give_up: threading.Event = dataclasses.field(default_factory=threading.Event)
     thread: threading.Thread = dataclasses.field(init=False)
@@ -107,7 +114,9 @@ class _Watch:
             if self.child.wait(POLL_S):
                 self.answered_s = time.perf_counter() - self.started
                 value = self.child.value
-                if isinstance(value, Result) and value.status in PROVEN:
+                if isinstance(value, Result) and (
+                    value.status in PROVEN or reaches_cutoff(value.bound, self.cutoff)
+                ):
                     self.stop.set()
                 return
 

@@ -15,6 +15,9 @@ from rlplan.rpeg.model.plan import Plan
 #: the makespan along any path (``rlplan.formulation.model.REL_ROUNDING``). A proof
 #: of the rounded model's optimum therefore leaves a gap within it.
 OPTIMALITY_TOLERANCE = REL_ROUNDING
+#: Relative slack of :func:`reaches_cutoff`: a bound computed as the cutoff
+#: divided and multiplied back by a plan factor differs from it by rounding.
+CUTOFF_TOLERANCE = 1e-12
 
 
 class Status(Enum):
@@ -57,6 +60,18 @@ def relative_gap(makespan: float | None, bound: float | None) -> float | None:
     if makespan is None or bound is None or makespan <= 0:
         return None
     return max(0.0, (makespan - bound) / makespan)
+
+
+def reaches_cutoff(bound: float | None, cutoff: float | None) -> bool:
+    """Whether a score ``bound`` proves that no plan scores below ``cutoff``.
+
+    A solve given a cutoff (:attr:`rlplan.solvers.options.SolveOptions.cutoff`)
+    that ends with such a bound has done its job: the caller's plan elsewhere
+    is at least as good as any of this solve's plan space.
+    """
+    if bound is None or cutoff is None:
+        return False
+    return bound >= cutoff * (1.0 - CUTOFF_TOLERANCE)
 
 
 def verdict(makespan: float, bound: float | None, requested_gap: float = 0.0) -> Status:

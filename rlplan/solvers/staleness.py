@@ -6,18 +6,21 @@ while the exact models minimise the makespan. :func:`solve_staleness` solves
 a problem whose plan space has both on- and off-policy plans twice, as
 :mod:`rlplan.solvers.templates` solves the two AC-share templates:
 
-1. over the full plan space with the penalty off (``lambda_stale`` 0, so
-   its bound ``B_full`` bounds every plan's unpenalised score);
-2. only when that plan is off-policy: over the on-policy plans (every
-   trained model at staleness 0), bound ``B_on``.
+1. over the on-policy plans (every trained model at staleness 0): its plan
+   scores S_on, its bound is ``B_on``;
+2. over the full plan space with the penalty off (``lambda_stale`` 0, so
+   its bound ``B_full`` bounds every plan's unpenalised score), cut off at
+   S_on / (1 + ``lambda_stale``): an off-policy plan beats the on-policy one
+   only below that unpenalised score, so the search may stop once it proves
+   that no plan is below it (``SolveOptions.cutoff``; docs/solvers.md#cutoffs-between-solves).
 
 The plan of the smaller score is kept (a tie keeps the on-policy plan), and
 the bound is ``min(B_on, (1 + lambda_stale) B_full)``: an on-policy plan
 scores at least ``B_on``, an off-policy one at least ``(1 + lambda_stale)``
-times its unpenalised score, itself at least ``B_full``. When the first plan
-is on-policy it is optimal for the score too (its score is its unpenalised
-score, at most every plan's unpenalised score, at most every plan's score),
-so ``B_full`` is kept and the second solve is skipped (docs/solvers.md).
+times its unpenalised score, itself at least ``B_full``. When the on-policy
+plan is optimal and the penalty outweighs what staleness gains, the cut
+second solve proves it by finding no plan below the cutoff, which takes a
+fraction of a full proof (docs/solvers.md).
 
 :func:`staleness_summary` and :func:`describe_staleness` say, for any
 backend's plan, what the other side would cost or gain
@@ -45,9 +48,9 @@ def off_policy(plan: Plan) -> bool:
 
 
 def solve_staleness(problem: Problem, options: SolveOptions, solve_one: Backend) -> Result:
-    """Run ``solve_one`` on the full plan space (penalty off), then on-policy if needed.
+    """Run ``solve_one`` on the on-policy plans, then on the full plan space cut off below them.
 
-    The first solve gets half the time limit, the on-policy one the rest;
+    The first solve gets half the time limit, the full one the rest;
     building each space's problem counts against the limit.
 
     Returns
@@ -56,27 +59,31 @@ def solve_staleness(problem: Problem, options: SolveOptions, solve_one: Backend)
         The plan of the smaller score (ties keep the on-policy plan) with
         the switch's bound (module docstring), its verdict, the statistics of
         each solve under ``stats["staleness_switch"]`` and
-        :attr:`Result.policy`. An ERROR or INFEASIBLE first solve, or one
-        without a plan, is returned as is (its bound bounds the score too).
+        :attr:`Result.policy`. An ERROR of either solve is returned as is; a
+        full solve after an on-policy one without a plan runs uncut.
     """
     started = time.perf_counter()
     # Each space's problem is built (its candidate directory: about a second at 1,024
     # GPUs) before its share of the limit is measured, so the build counts against it.
-    unpenalised = problem.without_stale_penalty()
-    half = (options.time_limit - (time.perf_counter() - started)) / 2
-    first = dataclasses.replace(options, time_limit=max(half, 0.05))
-    full = solve_one(unpenalised, first)
-    _reprice(problem, full)
-    if full.status is Status.ERROR or full.plan is None or not off_policy(full.plan):
-        full.wall_time = time.perf_counter() - started
-        if full.plan is not None and full.status is not Status.ERROR:
-            full.policy = staleness_summary(problem, full.plan, full.makespan)
-        return full
     on_policy = problem.on_policy()
+    half = (options.time_limit - (time.perf_counter() - started)) / 2
+    on = solve_one(on_policy, dataclasses.replace(options, time_limit=max(half, 0.05)))
+    _reprice(problem, on)
+    if on.status is Status.ERROR:
+        on.message = f"on-policy solve: {on.message}"
+        on.wall_time = time.perf_counter() - started
+        return on
+    unpenalised = problem.without_stale_penalty()
     remaining = options.time_limit - (time.perf_counter() - started)
     second = dataclasses.replace(options, time_limit=max(remaining, 0.05))
-    on = solve_one(on_policy, second)
-    _reprice(problem, on)
+    if on.plan is not None and on.status.has_plan:
+        # Only an unpenalised score below S_on / (1 + lambda_stale) beats the on-policy plan.
+        second = second.with_cutoff(on.score / (1.0 + problem.instance.lambda_stale))
+    full = solve_one(unpenalised, second)
+    _reprice(problem, full)
+    if full.status is Status.ERROR or all(r.plan is None for r in (on, full)):
+        full.wall_time = time.perf_counter() - started
+        return full
     return _combine(problem, full, on, options, started)
 
 
@@ -129,11 +136,14 @@ def _combine(
     bound, source = _switch_bound(problem, full, on)
     bound = min(bound, best.score)
     message = best.message
-    if other.message:
+    if other.message and not other.stats.get("cutoff_proved"):
         label = "full plan space" if other is full else "on-policy"
         message = "; ".join(part for part in (message, f"{label}: {other.message}") if part)
     summary = staleness_summary(problem, best.plan, best.makespan)
-    if other.plan is not None and other.status.has_plan:
+    if other is full and full.stats.get("cutoff_proved"):
+        # The full solve proved only that no plan is below its cutoff: that is what is known.
+        summary["off_policy_bound_s"] = full.bound
+    elif other.plan is not None and other.status.has_plan:
         summary.update(
             alternative="best on-policy plan" if other is on else "best off-policy plan",
             alternative_makespan_s=other.makespan,
@@ -197,6 +207,13 @@ def describe_staleness(result: Result) -> str | None:
     summary = result.policy
     if summary is None or result.makespan is None:
         return None
+    proven = summary.get("off_policy_bound_s")
+    if proven is not None and not summary["off_policy"]:
+        step = proven / result.k_eval
+        return (
+            f"on-policy; no off-policy plan is under {step:.4f} s/step, so none beats it "
+            f"after its lambda_stale {summary['lambda_stale']:g} penalty (proven)"
+        )
     k = result.k_eval
     penalty = summary["lambda_stale"]
     words = "off-policy" if summary["off_policy"] else "on-policy"

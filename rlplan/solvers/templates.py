@@ -80,7 +80,8 @@ def solve_templates(
     """Run ``solve_one`` on each template of ``problem`` and combine the two results.
 
     The separate template gets half the time limit, the fused one the rest
-    (what the first leaves unused included).
+    (what the first leaves unused included), cut off at the separate plan's
+    score (``SolveOptions.cutoff``): a fused plan matters only below it.
 
     Returns
     -------
@@ -98,6 +99,10 @@ def solve_templates(
         remaining = options.time_limit - (time.perf_counter() - started)
         share = remaining / 2 if position == 0 else remaining
         sub_options = dataclasses.replace(options, time_limit=max(share, 0.05))
+        first = results.get(SEPARATE)
+        if first is not None and first.plan is not None and first.status.has_plan:
+            # The fused template matters only below the separate plan's score.
+            sub_options = sub_options.with_cutoff(first.score)
         results[template] = solve_one(problem.variant(template), sub_options)
     for template, result in results.items():
         if result.status is Status.ERROR:

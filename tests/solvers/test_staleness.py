@@ -137,16 +137,23 @@ def test_exact_backends_with_the_penalty_pick_the_on_policy_plan(solve):
     assert result.plan.staleness_map == {"actor": 0}
     assert result.makespan == pytest.approx(ON_POLICY, rel=REL)
     assert result.score == result.makespan
-    # the switch ran twice: the first (penalty off) plan was the off-policy one
+    # the switch ran twice: on-policy first, then the full space (penalty off) cut off at
+    # ON_POLICY / 1.05; the off-policy optimum OFF_POLICY (0.47 % faster) is above that cut
     switch = result.stats["staleness_switch"]
-    assert switch["full_unpenalised"]["makespan_s"] == pytest.approx(OFF_POLICY, rel=REL)
-    assert switch["full_unpenalised"]["score_s"] == pytest.approx(OFF_POLICY_SCORE, rel=REL)
+    cut = ON_POLICY / (1 + problem.instance.lambda_stale)
+    assert cut < OFF_POLICY
+    assert switch["on_policy"]["status"] == "OPTIMAL"
+    assert switch["full_unpenalised"]["bound_s"] >= cut * (1 - REL)
     # the bound is valid: at most the oracle's optimum score, and proves it
     assert result.bound <= oracle_score(FLIP) * (1 + 1e-12)
     assert result.bound >= oracle_score(FLIP) * (1 - REL)
     summary = result.policy
-    assert summary["alternative"] == "best off-policy plan"
-    assert summary["alternative_makespan_s"] == pytest.approx(OFF_POLICY, rel=REL)
+    if solve is exhaustive.solve:  # the oracle takes no cutoff: it finds the off-policy optimum
+        assert summary["alternative"] == "best off-policy plan"
+        assert summary["alternative_makespan_s"] == pytest.approx(OFF_POLICY, rel=REL)
+    else:  # CP-SAT proves that no plan is below the cutoff, which is all that is known
+        assert summary["off_policy_bound_s"] == pytest.approx(cut, rel=REL)
+        assert "no off-policy plan is under" in describe_staleness(result)
 
 
 #: Without the penalty the off-policy optimum needs staleness 1 and the step order at once

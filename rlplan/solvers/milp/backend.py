@@ -46,6 +46,18 @@ class MilpBackend:
         """The warm start as a value per column (HiGHS's starting solution)."""
         self.built.start_values = self.built.milp.vars.warm_start(*solution)
 
+    def cut(self, makespan: float) -> None:
+        """Bound the objective column by ``makespan`` (s over ``k_eval`` steps).
+
+        Steady state: the column is the period T, so the bound is
+        ``makespan / k_eval``.
+        """
+        milp = self.built.milp
+        f = self.built.formulation
+        value = makespan / f.problem.instance.k_eval if f.steady else makespan
+        column = milp.vars.makespan.col()
+        milp.model.col_upper[column] = min(milp.model.col_upper[column], value)
+
     def solve(self, options: SolveOptions, deadline: Deadline) -> ExactOutcome:
         """Run the MIP solver from the warm start (objective and bound in seconds)."""
         built = self.built
