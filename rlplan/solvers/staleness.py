@@ -125,11 +125,6 @@ def _combine(
         }
         for name, r in solves.items()
     }
-    if on.status is Status.ERROR:
-        on.message = f"on-policy solve: {on.message}"
-        on.wall_time = wall
-        on.stats = {**on.stats, "staleness_switch": stats}
-        return on
     with_plan = [r for r in (on, full) if r.status.has_plan and r.plan is not None]
     best = min(with_plan, key=lambda r: (r.score, off_policy(r.plan)))
     other = full if best is on else on
