@@ -150,7 +150,7 @@ def test_moves_stay_inside_the_plan_space(move):
     elif not move.applicable(problem.directory):
         problem = tiny_moe_problem()  # change_expert_layout: one (ep, etp, cp) when dense
     directory = problem.directory
-    context = moves.MoveContext(directory, problem.instance.optimizer)
+    context = moves.MoveContext(directory, problem.instance.optimizer, problem.simulator)
     rng = random.Random(11)
     # a random plan of the space: the baseline puts every vertex on the whole cluster,
     # where the block moves (move_block, swap_blocks, colocate, separate) do not apply
@@ -226,7 +226,39 @@ def test_the_better_start_wins_whichever_runs_first():
         plan, stats = local.improve_from_starts(problem, starts, options, 30)
         assert plan == best
         assert stats["start"] == index
-        assert stats["evaluations"] == 2
+        assert stats["evaluations"] == 3  # one per start, one going on from the leader
+
+
+def test_the_leading_start_gets_the_rest_of_the_time(monkeypatch):
+    """Two starts race over RACE_SHARE of the time in equal parts; the search then goes
+    on from the leader's best plan with what is left, and its plan is kept when better.
+
+    The searches are stand-ins that return a fixed plan per start and use up their time
+    on a stand-in clock: the leader's (the optimum of tiny_dpo_2gpu, the better score)
+    must be the plan the third search starts from, with (1 - RACE_SHARE) x 30 s = 18 s."""
+    from tests.rpeg.test_moves import optimum
+
+    problem = load_problem("tiny_dpo_2gpu.yaml")
+    best = optimum("tiny_dpo_2gpu.yaml")
+    worse = best_baseline(problem)
+    calls = []
+
+    clock = [0.0]
+
+    def improve(problem, start, options, time_limit, max_evaluations=None):
+        calls.append((start, time_limit))
+        clock[0] += time_limit
+        stats = {"evaluations": 1, "interrupted": False}
+        return (best if start == best else start), stats
+
+    monkeypatch.setattr(local, "improve", improve)
+    monkeypatch.setattr(local.time, "perf_counter", lambda: clock[0])
+    plan, stats = local.improve_from_starts(problem, [worse, best], SolveOptions(), 30)
+    heat = 30 * local.RACE_SHARE / 2
+    assert [start for start, _ in calls] == [worse, best, best]
+    assert calls[0][1] == calls[1][1] == pytest.approx(heat)
+    assert calls[2][1] == pytest.approx(30 - 2 * heat)
+    assert plan == best and stats["start"] == 1 and stats["evaluations"] == 3
 
 
 def test_split_baseline_is_a_second_start_when_it_fits_and_differs():
