@@ -106,7 +106,7 @@ def test_the_concurrent_baseline_gives_each_depth_group_a_pool():
     whole, whole_makespan = baselines._assemble(
         directory,
         simulator,
-        [baselines._group_options(group, directory) for group in groups],
+        [baselines.group_options(group, directory) for group in groups],
         math.inf,
     )
     assert whole is not None

@@ -126,7 +126,7 @@ class SimulatedAnnealing:
         self.knobs = self.directory.instance.optimizer
         self.capacity = simulator.capacity
         self.rng = random.Random(seed)
-        self.context = MoveContext(self.directory, self.knobs)
+        self.context = MoveContext(self.directory, self.knobs, simulator)
         self.progress = progress
         self.statistics = SearchStatistics()
         if not moves:

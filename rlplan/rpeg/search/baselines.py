@@ -169,7 +169,7 @@ def _set_partitions(items: list[int]) -> list[list[list[int]]]:
 GroupOption = tuple[float, int, dict[int, tuple[Block, Candidate]]]
 
 
-def _group_options(
+def group_options(
     group: list[int], directory: CandidateDirectory, pool: int | None = None
 ) -> list[GroupOption]:
     """Partitions of the cluster (or of pool ``pool``) among a group's vertices, ranked.
@@ -252,7 +252,7 @@ def concurrent_plan(
         [v for v in range(len(template.vertices)) if depths[v] == depth]
         for depth in range(max(depths) + 1)
     ]
-    ranked = [_group_options(group, directory) for group in groups]
+    ranked = [group_options(group, directory) for group in groups]
     if any(not options for options in ranked):
         return greedy_plan(directory, simulator)
     best_plan, best_makespan = _assemble(directory, simulator, ranked, deadline)
@@ -285,7 +285,7 @@ def _pool_assignments(
     by the pools' order), at most :data:`POOL_ASSIGNMENTS`.
     """
     pools = range(len(directory.cluster.pools))
-    inside = [[_group_options(group, directory, pool) for pool in pools] for group in groups]
+    inside = [[group_options(group, directory, pool) for pool in pools] for group in groups]
     estimates = [[options[0][0] if options else math.inf for options in row] for row in inside]
     choices = [[pool for pool in pools if row[pool]] for row in inside]
     if math.prod(len(row) for row in choices) > 64 * POOL_ASSIGNMENTS:

@@ -14,7 +14,11 @@ every ``e_struct`` evaluations; :data:`PARAMETER` moves keep every vertex's
 block. Moves that pick a strategy on a new block sample up to ``k_x``
 candidates of that shape. On a cluster of several GPU pools ``change_pool``
 (:mod:`rlplan.rpeg.search.pool_moves`) moves a vertex to another pool; the
-search leaves it out on a one-pool cluster.
+search leaves it out on a one-pool cluster. Two moves change several vertices
+at once: ``set_group_setting`` (one memory setting for a group of vertices) and
+``repartition_group`` (:mod:`rlplan.rpeg.search.group_moves`: the vertices of
+one DAG depth on another partition of the cluster, which needs the context's
+simulator to repair memory).
 """
 
 from __future__ import annotations
@@ -24,12 +28,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from rlplan.rpeg.evaluation.simulator import Simulator
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.candidates import Candidate, CandidateDirectory
 from rlplan.rpeg.model.plan import Placement, Plan
 from rlplan.rpeg.schema.optimizer import OptimizerConfig
 from rlplan.rpeg.search.compound_moves import group_settings_vary, set_group_setting
 from rlplan.rpeg.search.expert_moves import change_expert_layout, expert_layouts_vary
+from rlplan.rpeg.search.group_moves import groups_repartition, repartition_group
 from rlplan.rpeg.search.pool_moves import change_pool, pools_vary
 from rlplan.rpeg.search.state import SearchState
 from rlplan.rpeg.templates import unroll
@@ -44,6 +50,9 @@ class MoveContext:
 
     directory: CandidateDirectory
     knobs: OptimizerConfig
+    #: The simulator of ``directory``'s plan space, for moves that repair a plan's
+    #: memory before proposing it (None: those moves propose nothing).
+    simulator: Simulator | None = None
     blocks_by_size: dict[int, tuple[Block, ...]] = field(init=False)
     vertex_weights: list[float] = field(init=False)
     predecessors: dict[tuple, tuple[tuple[int, ...], ...]] = field(init=False, default_factory=dict)
@@ -349,6 +358,7 @@ CHANGE_EXPERT_LAYOUT = _move(PARAMETER, change_expert_layout, expert_layouts_var
 CHANGE_STALENESS = _move(PARAMETER, change_staleness)
 SWAP_ORDER = _move(PARAMETER, swap_order)
 SET_GROUP_SETTING = _move(PARAMETER, set_group_setting, group_settings_vary)
+REPARTITION_GROUP = _move(PAIR, repartition_group, groups_repartition)
 
 #: The moves of the search, in the order it draws them within a kind.
 DEFAULT_MOVES: tuple[Move, ...] = (
@@ -364,4 +374,5 @@ DEFAULT_MOVES: tuple[Move, ...] = (
     CHANGE_EXPERT_LAYOUT,
     CHANGE_POOL,
     SET_GROUP_SETTING,
+    REPARTITION_GROUP,
 )
