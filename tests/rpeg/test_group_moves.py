@@ -23,12 +23,23 @@ ROOT = Path(__file__).resolve().parents[2]
 OPTIMUM = ROOT / "tests" / "data" / "ppo_8b_k1_optimum.plan.json"
 
 
+#: CP-SAT's proven optimum (OPTIMAL, 327.85383861 s; localbench variant ppo8b-8) of
+#: ppo_8b_1x2x8_h100 on one node of 8 GPUs: both trainers on the 8 GPUs, offloaded.
+OPTIMUM_8 = ROOT / "tests" / "data" / "ppo_8b_8gpu_optimum.plan.json"
+
+
+def _ppo(plan_file: Path, **fields):
+    document = read_yaml_file(str(ROOT / "instances" / "ppo_8b_1x2x8_h100.yaml"))
+    for key, value in fields.items():
+        section, name = key.split("__")
+        document[section][name] = value
+    problem = rlplan.load(document)
+    return problem, read_plan(plan_file, problem.directory)
+
+
 @pytest.fixture(scope="module")
 def ppo_k1():
-    document = read_yaml_file(str(ROOT / "instances" / "ppo_8b_1x2x8_h100.yaml"))
-    document["optimizer"]["k_eval"] = 1
-    problem = rlplan.load(document)
-    return problem, read_plan(OPTIMUM, problem.directory)
+    return _ppo(OPTIMUM, optimizer__k_eval=1)
 
 
 def _on(problem, plan, name: str, start: int, size: int):
@@ -88,3 +99,28 @@ def test_no_proposal_without_the_simulator(ppo_k1):
     state = state_of(problem, optimum)
     assert group_moves.groups_repartition(problem.directory)
     assert moves.REPARTITION_GROUP.propose(state, context, random.Random(0)) == []
+
+
+def test_the_trainers_fit_together_on_their_leanest_residents():
+    """On 8 GPUs the optimum runs both trainers on all 8, offloaded (their states on the
+    host between runs, so little resident memory). From the trainers on two halves of
+    the node the group move finds that layout: the leanest start of a moved vertex is
+    the candidate of least *resident* memory, which colocated vertices hold at once;
+    the least peak memory alone (offload off, smaller micro-batches) does not fit the
+    two trainers together, and the move then proposed nothing for this partition."""
+    problem, optimum = _ppo(OPTIMUM_8, hardware__nodes_per_rack=1)
+    simulator = problem.simulator
+    start = _on(problem, _on(problem, optimum, "actor.train", 0, 4), "critic.train", 4, 4)
+    start = repair_memory(start, simulator)
+    start_score = simulator.evaluate(start).score
+    trainers = [problem.directory.template.index(n) for n in ("actor.train", "critic.train")]
+    option = next(
+        option
+        for option in group_moves._ranked(problem.directory)[-1]
+        if {v: (b.start, b.size) for v, (b, _) in option[2].items()}
+        == {trainers[0]: (0, 8), trainers[1]: (0, 8)}
+    )
+    moved = group_moves.repartition(start, option, simulator)
+    assert moved is not None
+    assert all(moved.placements[v].block.size == 8 for v in trainers)
+    assert simulator.evaluate(moved).score < start_score

@@ -75,7 +75,8 @@ def repartition(plan: Plan, option: GroupOption, simulator: Simulator) -> Plan |
     strategy that fits; None if the group does not fit even on its leanest strategies.
 
     First fit, not a full repair: every moved vertex first takes its leanest candidate
-    (least memory) on its new block; if that plan overflows, nothing fits. Then each
+    on its new block (the least resident memory, which the vertices sharing a GPU
+    hold at once, then the least in all); if that plan overflows, nothing fits. Then each
     vertex in turn takes the first of its :data:`FIT_TRIES` fastest candidates that
     keeps the plan within memory. A proposal costs at most ``1 + FIT_TRIES`` memory
     checks per vertex (a full :func:`~rlplan.rpeg.search.baselines.repair_memory`
@@ -87,7 +88,7 @@ def repartition(plan: Plan, option: GroupOption, simulator: Simulator) -> Plan |
         for vertex, (block, _) in option[2].items()
     ]
     for vertex, candidates, block in moved:
-        leanest = min(candidates, key=lambda candidate: (candidate.memory, candidate.time))
+        leanest = min(candidates, key=lambda c: (c.resident, c.memory, c.time))
         plan = plan.with_placement(vertex, Placement(block, leanest.strategy))
     plan = conform(directory, plan)
     if simulator.memory_violation(plan) > 0:
