@@ -99,6 +99,9 @@ def improve(
     ``stats["templates"]`` holds :attr:`Result.templates` entries of the best
     plan it saw of each.
     """
+    # the stop's clock starts before the search is built, so building counts against
+    # the limit (ranking the depth groups' partitions takes 0.7 s on 1,024 GPUs)
+    stop = StoppingCriterion(max_evaluations or problem.instance.optimizer.e_max, time_limit)
     switch = len(problem.templates) > 1
     search = SimulatedAnnealing(
         problem.simulator,
@@ -108,7 +111,6 @@ def improve(
         ),
         switch_templates=switch,
     )
-    stop = StoppingCriterion(max_evaluations or problem.instance.optimizer.e_max, time_limit)
     outcome = search.run(start, stop)
     stats = outcome.statistics
     templates = {}

@@ -5,11 +5,14 @@ from __future__ import annotations
 import itertools
 import math
 
+import pytest
+
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.schema.instance import load_instance
 from rlplan.rpeg.search import baselines
 from rlplan.rpeg.search.baselines import _pack, concurrent_plan
+from tests.solvers.conftest import load_problem
 
 
 def _first_fit(choices: list[tuple[Block, ...]]) -> list[Block] | None:
@@ -140,3 +143,59 @@ def test_one_pool_tries_no_pool_assignment(monkeypatch):
     monkeypatch.setattr(baselines, "_pool_assignments", refused)
     problem = Problem.from_instance(load_instance("instances/tiny_grpo_4gpu.yaml"))
     assert concurrent_plan(problem.directory, problem.simulator) is not None
+
+
+def _full_ranking(group, directory):
+    """Every (partition, part shapes) of ``group`` that packs, ranked by its estimate and
+    the number of parts (ties in enumeration order): the ranking before the early stop."""
+
+    options, seen = [], set()
+    for partition in baselines._set_partitions(group):
+        for shapes in itertools.product(directory.cluster.shapes, repeat=len(partition)):
+            key = tuple(sorted(zip(map(tuple, partition), shapes, strict=True)))
+            if key in seen:
+                continue
+            seen.add(key)
+            choices = [
+                tuple(
+                    b
+                    for b in directory.blocks(part[0], shape)
+                    if all(directory.allows(v, b) for v in part[1:])
+                )
+                for part, shape in zip(partition, shapes, strict=True)
+            ]
+            blocks = baselines._pack(choices) if all(choices) else None
+            if blocks is None or any(
+                not directory.options[v].get(b.extent)
+                for part, b in zip(partition, blocks, strict=True)
+                for v in part
+            ):
+                continue
+            slowest = max(
+                sum(directory.options[v][b.extent][0].time for v in part)
+                for part, b in zip(partition, blocks, strict=True)
+            )
+            assignment = {
+                v: (b, directory.options[v][b.extent][0])
+                for part, b in zip(partition, blocks, strict=True)
+                for v in part
+            }
+            options.append((slowest, -len(partition), assignment))
+    options.sort(key=lambda option: option[:2])
+    return options
+
+
+@pytest.mark.parametrize("name", ["ppo_8b_1x2x8_h100.yaml", "grpo_7b_h100_h20_2pools.yaml"])
+def test_group_options_are_the_first_of_the_full_ranking(name):
+    """Ranking by estimate before packing, and packing only until RANKED_LIMIT pack,
+    gives the first RANKED_LIMIT partitions of the full ranking (PPO's inference group
+    of four vertices: 602 (partition, shapes) pack on 16 GPUs)."""
+    problem = load_problem(name)
+    directory = problem.directory
+    depths = directory.template.depths()
+    groups = [[v for v in range(len(depths)) if depths[v] == d] for d in range(max(depths) + 1)]
+    for group in (g for g in groups if len(g) > 1):
+        full = _full_ranking(group, directory)
+        found = baselines.group_options(group, directory)
+        assert len(found) == min(len(full), baselines.RANKED_LIMIT)
+        assert found == full[: baselines.RANKED_LIMIT]
