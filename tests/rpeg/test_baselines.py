@@ -192,9 +192,7 @@ def test_group_options_are_the_first_of_the_full_ranking(name):
     of four vertices: 602 (partition, shapes) pack on 16 GPUs)."""
     problem = load_problem(name)
     directory = problem.directory
-    depths = directory.template.depths()
-    groups = [[v for v in range(len(depths)) if depths[v] == d] for d in range(max(depths) + 1)]
-    for group in (g for g in groups if len(g) > 1):
+    for group in (g for g in baselines.depth_groups(directory) if len(g) > 1):
         full = _full_ranking(group, directory)
         found = baselines.group_options(group, directory)
         assert len(found) == min(len(full), baselines.RANKED_LIMIT)

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 import rlplan
-from rlplan.rpeg.model.plan import Placement, read_plan
+from rlplan.rpeg.model.plan import read_plan
 from rlplan.rpeg.schema.yamlio import read_yaml_file
 from rlplan.rpeg.search import group_moves, moves
 from rlplan.rpeg.search.baselines import repair_memory
-from tests.rpeg.test_moves import state_of
+from tests.rpeg.test_moves import block, on_block, state_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,12 +44,7 @@ def ppo_k1():
 
 def _on(problem, plan, name: str, start: int, size: int):
     """``plan`` with vertex ``name`` on the block (start, size), its fastest candidate there."""
-    directory = problem.directory
-    vertex = directory.template.index(name)
-    block = next(b for b in directory.cluster.blocks if (b.start, b.size) == (start, size))
-    return plan.with_placement(
-        vertex, Placement(block, directory.options[vertex][block.extent][0].strategy)
-    )
+    return on_block(problem, plan, name, block(problem, start, size))
 
 
 def test_both_trainers_move_together_where_one_alone_is_uphill(ppo_k1):

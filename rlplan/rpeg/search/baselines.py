@@ -263,6 +263,14 @@ def _rank_partitions(
     return options
 
 
+def depth_groups(directory: CandidateDirectory) -> list[list[int]]:
+    """The vertices of each DAG depth of ``directory``'s template, shallowest first."""
+    depths = directory.template.depths()
+    return [
+        [v for v in range(len(depths)) if depths[v] == depth] for depth in range(max(depths) + 1)
+    ]
+
+
 def concurrent_plan(
     directory: CandidateDirectory, simulator: Simulator, deadline: float = math.inf
 ) -> Plan | None:
@@ -281,12 +289,7 @@ def concurrent_plan(
     that of the whole cluster partitioned as on one pool (blocks of any
     pool), of an assignment, or the greedy plan.
     """
-    template = directory.template
-    depths = template.depths()
-    groups = [
-        [v for v in range(len(template.vertices)) if depths[v] == depth]
-        for depth in range(max(depths) + 1)
-    ]
+    groups = depth_groups(directory)
     ranked = [group_options(group, directory) for group in groups]
     if any(not options for options in ranked):
         return greedy_plan(directory, simulator)

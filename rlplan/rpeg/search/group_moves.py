@@ -22,14 +22,11 @@ from rlplan.rpeg.evaluation.simulator import Simulator
 from rlplan.rpeg.model.candidates import CandidateDirectory
 from rlplan.rpeg.model.frameworks.conform import conform, framework_problems
 from rlplan.rpeg.model.plan import Placement, Plan
-from rlplan.rpeg.search.baselines import GroupOption, group_options
+from rlplan.rpeg.search.baselines import GroupOption, depth_groups, group_options
 from rlplan.rpeg.search.state import SearchState
 
 if TYPE_CHECKING:
     from rlplan.rpeg.search.moves import MoveContext
-
-#: Best-ranked partitions of a depth group the move draws from.
-RANKED_PARTITIONS = 8
 
 #: Fastest candidates of a moved vertex tried before it keeps its leanest one.
 FIT_TRIES = 16
@@ -39,29 +36,26 @@ FIT_TRIES = 16
 LARGEST_GROUP = 6
 
 
-def depth_groups(directory: CandidateDirectory) -> list[list[int]]:
-    """The vertices of each DAG depth, where two to :data:`LARGEST_GROUP` share one."""
-    depths = directory.template.depths()
-    groups = [
-        [v for v in range(len(depths)) if depths[v] == depth] for depth in range(max(depths) + 1)
-    ]
-    return [group for group in groups if 2 <= len(group) <= LARGEST_GROUP]
-
-
 def _ranked(directory: CandidateDirectory) -> list[list[GroupOption]]:
-    """Each depth group's best :data:`RANKED_PARTITIONS` partitions (once per directory)."""
+    """The ranked partitions (:func:`~rlplan.rpeg.search.baselines.group_options`) of
+    each depth group of two to :data:`LARGEST_GROUP` vertices that has two or more;
+    looked up once per directory, since the move asks on every proposal."""
     found = _RANKED.get(directory)
     if found is None:
         found = [
-            options[:RANKED_PARTITIONS]
-            for options in (group_options(group, directory) for group in depth_groups(directory))
+            options
+            for options in (
+                group_options(group, directory)
+                for group in depth_groups(directory)
+                if 2 <= len(group) <= LARGEST_GROUP
+            )
             if len(options) > 1
         ]
         _RANKED[directory] = found
     return found
 
 
-#: The ranked partitions of each directory seen, weakly keyed.
+#: Each directory's movable depth groups' partitions, weakly keyed.
 _RANKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
