@@ -38,6 +38,7 @@ from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Plan
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.result import Result, Status, verdict
+from rlplan.solvers.resume import needs_resume, resume_open
 
 Backend = Callable[[Problem, SolveOptions], Result]
 
@@ -51,7 +52,10 @@ def solve_staleness(problem: Problem, options: SolveOptions, solve_one: Backend)
     """Run ``solve_one`` on the on-policy plans, then on the full plan space cut off below them.
 
     The first solve gets half the time limit, the full one the rest;
-    building each space's problem counts against the limit.
+    building each space's problem counts against the limit. When the full
+    solve leaves time and the on-policy gap is still open, that time goes to
+    the on-policy space again
+    (:func:`rlplan.solvers.resume.resume_open`).
 
     Returns
     -------
@@ -84,6 +88,12 @@ def solve_staleness(problem: Problem, options: SolveOptions, solve_one: Backend)
     if full.status is Status.ERROR or all(r.plan is None for r in (on, full)):
         full.wall_time = time.perf_counter() - started
         return full
+    remaining = options.time_limit - (time.perf_counter() - started)
+    if needs_resume(on, options, remaining):
+        # Time the cut full solve left goes to the open on-policy solve
+        # (docs/solvers.md#resuming-an-open-first-solve).
+        on = resume_open(on_policy, on, options, remaining, solve_one, full)
+        _reprice(problem, on)
     return _combine(problem, full, on, options, started)
 
 

@@ -29,6 +29,7 @@ from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.templates import FUSED, SEPARATE
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.result import Result, Status, verdict
+from rlplan.solvers.resume import needs_resume, resume_open
 from rlplan.solvers.staleness import solve_staleness
 
 Backend = Callable[[Problem, SolveOptions], Result]
@@ -82,6 +83,8 @@ def solve_templates(
     The separate template gets half the time limit, the fused one the rest
     (what the first leaves unused included), cut off at the separate plan's
     score (``SolveOptions.cutoff``): a fused plan matters only below it.
+    Time the fused solve leaves goes back to the separate template when its
+    gap is still open (:func:`rlplan.solvers.resume.resume_open`).
 
     Returns
     -------
@@ -104,6 +107,14 @@ def solve_templates(
             # The fused template matters only below the separate plan's score.
             sub_options = sub_options.with_cutoff(first.score)
         results[template] = solve_one(problem.variant(template), sub_options)
+    remaining = options.time_limit - (time.perf_counter() - started)
+    separate = results[SEPARATE]
+    if needs_resume(separate, options, remaining):
+        # Time the cut fused solve left goes to the open separate template
+        # (docs/solvers.md#resuming-an-open-first-solve).
+        results[SEPARATE] = resume_open(
+            problem.variant(SEPARATE), separate, options, remaining, solve_one, results[FUSED]
+        )
     for template, result in results.items():
         if result.status is Status.ERROR:
             result.message = f"{template} template: {result.message}"

@@ -244,6 +244,31 @@ def test_optimal_only_when_both_templates_are_closed():
     assert result.status is Status.FEASIBLE
 
 
+def test_time_the_fused_solve_leaves_goes_back_to_an_open_separate_template():
+    """The separate template ends open on its first solve only: the time the fused solve
+    leaves goes to the separate template again, cut off at the better score known (the
+    fused optimum, the better plan at lambda_ac 0), and that solve's bound closes the
+    separate template, so the combined result is OPTIMAL."""
+    from rlplan.solvers.templates import solve_templates
+
+    prob = problem(0.0)
+    exhaustive = get_solver("exhaustive")
+    calls = []
+
+    def separate_open_once(variant, options):
+        calls.append((variant.directory.fused, options.cutoff))
+        result = exhaustive(variant, options)
+        if len(calls) == 1:
+            result.bound, result.status = 0.9 * variant.score_bound, Status.FEASIBLE
+        return result
+
+    result = solve_templates(prob, SolveOptions(time_limit=30), separate_open_once, "exhaustive")
+    assert [fused for fused, _ in calls] == [False, True, False]
+    assert calls[2][1] == pytest.approx(result.score, rel=1e-12)
+    assert result.template == "ac_share"
+    assert result.status is Status.OPTIMAL
+
+
 # -- lambda_ac 0 and 10 -----------------------------------------------------------------
 
 #: Two instances at lambda_ac 0, one where the fused template is faster and one where it

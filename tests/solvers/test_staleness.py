@@ -309,3 +309,36 @@ def test_building_each_space_counts_against_the_limit(monkeypatch):
 
     staleness.solve_staleness(problem, SolveOptions(time_limit=20), solve_one)
     assert limits == [pytest.approx(8.5), pytest.approx(13.0)]
+
+
+def test_time_the_full_solve_leaves_goes_back_to_an_open_on_policy_solve(monkeypatch):
+    """The on-policy solve ends open (its bound lowered to 10 s, FEASIBLE) at 10 s of a
+    20 s limit; the full solve takes 1 s, so 20 - 10 - 1 = 9 s are left. They go to the
+    on-policy space again, cut off at the best score known (the on-policy plan's 13.317 s:
+    the off-policy one scores 13.917 s) and with the next seed; that solve's bound (the
+    oracle's optimum) closes the gap, so the result is OPTIMAL at the on-policy plan."""
+    from rlplan.solvers import staleness
+
+    problem = flip_problem()
+    now = [0.0]
+    monkeypatch.setattr(staleness.time, "perf_counter", lambda: now[0])
+    calls = []
+
+    def solve_one(variant, options):
+        calls.append(options)
+        result = exhaustive.solve(variant, options)
+        if len(calls) == 1:
+            now[0] += 10.0
+            return dataclasses.replace(result, status=Status.FEASIBLE, bound=10.0)
+        now[0] += 1.0
+        return result
+
+    result = staleness.solve_staleness(problem, SolveOptions(time_limit=20, seed=3), solve_one)
+    assert len(calls) == 3
+    assert calls[2].time_limit == pytest.approx(9.0)
+    assert calls[2].cutoff == pytest.approx(ON_POLICY, rel=1e-9)
+    assert calls[2].seed == 4
+    assert result.status is Status.OPTIMAL
+    assert result.score == pytest.approx(ON_POLICY, rel=1e-9)
+    assert result.bound == pytest.approx(ON_POLICY, rel=1e-9)
+    assert result.stats["resumed"]["status"] == "OPTIMAL"
