@@ -24,7 +24,12 @@ import random
 
 import pytest
 
-from rlplan.rpeg.evaluation.area_bound import Choice, area_path_bound, vertex_choices
+from rlplan.rpeg.evaluation.area_bound import (
+    Choice,
+    area_path_bound,
+    busy_window_bound,
+    vertex_choices,
+)
 from rlplan.rpeg.evaluation.bounds import lower_bounds
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.search.sampling import random_plan
@@ -142,3 +147,62 @@ def test_the_front_keeps_each_pool_apart(load_problem):
     problem = load_problem("grpo_7b_h100_h20_2pools.yaml")
     pools = [{c.pool for c in front} for front in vertex_choices(problem.directory)]
     assert all(found == {0, 1} for found in pools)
+
+
+# -- the busy window ------------------------------------------------------------------
+
+#: The hand case of the window: A -> B and A -> C, one step, 2 GPUs. A runs 1 s on one GPU
+#: (1 GPU-s), B and C each 1 s on both (2 GPU-s). The path is 2 s (A then B or C) and
+#: the area (1 + 2 + 2) / 2 = 2.5 s, but B and C cannot start before A ends (head 1 s)
+#: and share the 2 GPUs after it: 1 + (2 + 2) / 2 = 3 s, the makespan of A, B, C in turn.
+FORK = ((Choice(1.0, 1.0, 0),), (Choice(1.0, 2.0, 0),), (Choice(1.0, 2.0, 0),))
+FORK_EDGES = [(0, 1, 0.0), (0, 2, 0.0)]
+
+
+def fork_path(times):
+    return times[0] + max(times[1], times[2])
+
+
+def test_the_window_of_the_hand_case():
+    window = busy_window_bound(3, 1, FORK_EDGES)
+    assert window([1.0, 1.0, 1.0], [1.0, 2.0, 2.0], [0, 0, 0], [2]) == pytest.approx(3.0)
+    assert area_path_bound(FORK, fork_path, [2], 1) == pytest.approx(2.5)
+    assert area_path_bound(FORK, fork_path, [2], 1, window=window) == pytest.approx(3.0)
+
+
+def test_the_window_counts_tails_and_delays():
+    """The mirror case, B -> A and C -> A: B and C must end A's 1 s before the end, so
+    1 + (2 + 2) / 2 = 3 s. With a 0.5 s delay on B -> A and C taking no GPU-seconds,
+    B's tail is 1.5 s and B alone binds: 1.5 + 2 / 2 = 2.5 s (B and C from C's 1 s
+    tail: 1 + 2 / 2 = 2 s; every run: 3 / 2 = 1.5 s)."""
+    mirror = busy_window_bound(3, 1, [(1, 0, 0.0), (2, 0, 0.0)])
+    assert mirror([1.0, 1.0, 1.0], [1.0, 2.0, 2.0], [0, 0, 0], [2]) == pytest.approx(3.0)
+    delayed = busy_window_bound(3, 1, [(1, 0, 0.5), (2, 0, 0.0)])
+    assert delayed([1.0, 1.0, 1.0], [1.0, 2.0, 0.0], [0, 0, 0], [2]) == pytest.approx(2.5)
+
+
+def test_the_window_of_one_pool_on_its_own_gpus():
+    """The fork with B and C in pool 1 (1 GPU) and A in pool 0 (1 GPU): over the cluster
+    1 + 4 / 2 = 3 s, over pool 1 alone 1 + 4 / 1 = 5 s."""
+    window = busy_window_bound(3, 1, FORK_EDGES)
+    assert window([1.0, 1.0, 1.0], [1.0, 2.0, 2.0], [0, 1, 1], [1, 1]) == pytest.approx(5.0)
+    # A pool not known (a vertex not chosen yet) counts on the cluster only.
+    assert window([1.0, 1.0, 1.0], [1.0, 2.0, 2.0], [0, None, 1], [1, 1]) == pytest.approx(3.0)
+
+
+def test_the_window_lifts_the_bound_at_scale(load_problem):
+    """ppo_70b on 256 GPUs: every run after the first generation waits for it (62 s at
+    its fastest) and then shares the cluster, so the window is far above the area."""
+    problem = load_problem("ppo_70b_4x8x8_h100.yaml")
+    directory = problem.directory
+    staleness = {m: 1 for m in directory.template.trained_models}
+    from rlplan.rpeg.evaluation.area_bound import path_bound, window_bound
+
+    choices = vertex_choices(directory)
+    path = path_bound(directory.template, 2, staleness)
+    plain = area_path_bound(choices, path, [256], 2)
+    windowed = area_path_bound(
+        choices, path, [256], 2, window=window_bound(directory.template, 2, staleness)
+    )
+    assert windowed > 1.1 * plain
+    assert problem.bounds.area_path == pytest.approx(windowed)

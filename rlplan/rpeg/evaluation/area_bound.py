@@ -93,14 +93,108 @@ def path_bound(template: Template, k_eval: int, staleness: dict[str, int]) -> Ca
     return longest
 
 
+def window_bound(template: Template, k_eval: int, staleness: dict[str, int]) -> Callable:
+    """The busy-window bound of ``k_eval`` unrolled steps (:func:`busy_window_bound`).
+
+    Its edges are those of :func:`path_bound`: data edges with their fixed
+    delays, pub edges at ``staleness`` and each vertex's chain of runs.
+    """
+    delays = template.data_delays
+    edges = [
+        (
+            edge.src,
+            edge.dst,
+            delays[edge.template_edge] if 0 <= edge.template_edge < len(delays) else 0.0,
+        )
+        for edge in unroll(template, k_eval, staleness)
+    ]
+    return busy_window_bound(len(template.vertices), k_eval, edges)
+
+
+def busy_window_bound(
+    count: int, k_eval: int, edges: Sequence[tuple[int, int, float]]
+) -> Callable[..., float]:
+    """A makespan bound from the runs that must share a window, a function of their choices.
+
+    A run cannot start before its *head* (the longest path into it) and is
+    followed by at least its *tail* (the longest path out of it), both at
+    the chosen times with the edges' fixed delays and no transfer lag. The
+    runs whose heads are at least h and tails at least t all run inside
+    [h, makespan - t] and hold their GPUs exclusively there, so
+
+        makespan >= h + t + (their GPU-seconds) / GPUs
+
+    for every h and t, on the cluster and, for the runs of one pool, on that
+    pool's GPUs (docs/cost-model.md#lower-bounds). With h = t = 0 it is the
+    area bound.
+
+    Parameters
+    ----------
+    count
+        Vertices per step; run ``r`` is vertex ``r % count`` of step ``r // count``.
+    k_eval
+        Steps.
+    edges
+        (source run, destination run, fixed delay) with sources before
+        destinations in run order.
+
+    Returns
+    -------
+    Callable
+        ``bound(times, areas, pools, pool_gpus)``: per vertex its time,
+        GPU-seconds and pool (None: not known, counted on the cluster only),
+        and the GPUs per pool; the largest h + t + area / GPUs.
+    """
+    runs = count * k_eval
+    predecessors: list[list[tuple[int, float]]] = [[] for _ in range(runs)]
+    successors: list[list[tuple[int, float]]] = [[] for _ in range(runs)]
+    for source, destination, delay in edges:
+        predecessors[destination].append((source, delay))
+        successors[source].append((destination, delay))
+
+    def bound(times, areas, pools, pool_gpus) -> float:
+        head = [0.0] * runs
+        for run in range(runs):  # run ids are a topological order
+            head[run] = max(
+                (head[p] + times[p % count] + delay for p, delay in predecessors[run]),
+                default=0.0,
+            )
+        tail = [0.0] * runs
+        for run in reversed(range(runs)):
+            tail[run] = max(
+                (delay + times[s % count] + tail[s] for s, delay in successors[run]),
+                default=0.0,
+            )
+        by_tail = sorted(range(runs), key=lambda r: -tail[r])
+        total = sum(pool_gpus)
+        best = 0.0
+        for h in sorted(set(head)):
+            area = 0.0
+            pool_area = [0.0] * len(pool_gpus)
+            for run in by_tail:
+                if head[run] < h:
+                    continue
+                vertex = run % count
+                area += areas[vertex]
+                best = max(best, h + tail[run] + area / total)
+                pool = pools[vertex]
+                if pool is not None and len(pool_gpus) > 1:
+                    pool_area[pool] += areas[vertex]
+                    best = max(best, h + tail[run] + pool_area[pool] / pool_gpus[pool])
+        return best
+
+    return bound
+
+
 def area_path_bound(
     choices: Sequence[tuple[Choice, ...]],
     path: Callable[[Sequence[float]], float],
     pool_gpus: Sequence[int],
     k_eval: int,
     node_limit: int = NODE_LIMIT,
+    window: Callable | None = None,
 ) -> float:
-    """min over one choice per vertex of max(path(times), k_eval x GPU-seconds / GPUs).
+    """min over one choice per vertex of max(path, k_eval x GPU-seconds / GPUs, busy window).
 
     Parameters
     ----------
@@ -115,6 +209,9 @@ def area_path_bound(
         Steps whose GPU-seconds must fit.
     node_limit
         Nodes expanded before the smallest open bound is returned.
+    window
+        The busy-window bound (:func:`busy_window_bound`) of the same graph,
+        taken as a third term; None: path and area only.
     """
     if any(not options for options in choices):
         return float("inf")
@@ -136,7 +233,14 @@ def area_path_bound(
             (sum(pool_area) + rest) / total_gpus,
             max(a / g for a, g in zip(pool_area, pool_gpus, strict=True)),
         )
-        return max(path(times), k_eval * area)
+        value = max(path(times), k_eval * area)
+        if window is not None:
+            areas, pools = list(least_area), [None] * len(choices)
+            for vertex, index in zip(order, assigned, strict=False):
+                areas[vertex] = choices[vertex][index].area
+                pools[vertex] = choices[vertex][index].pool
+            value = max(value, window(times, areas, pools, pool_gpus))
+        return value
 
     heap = [(node_bound(()), 0, ())]
     pushed = expanded = 0

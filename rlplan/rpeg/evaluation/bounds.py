@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlplan.rpeg.evaluation.area_bound import area_path_bound, path_bound, vertex_choices
+from rlplan.rpeg.evaluation.area_bound import (
+    area_path_bound,
+    path_bound,
+    vertex_choices,
+    window_bound,
+)
 from rlplan.rpeg.model.candidates import CandidateDirectory
 
 
@@ -81,11 +86,13 @@ def lower_bounds(directory: CandidateDirectory, on_policy: bool = False) -> Lowe
         def path(times):
             return k_eval * steady_cycle_bound(template, times, staleness)
 
+        window = None
     else:
         path = path_bound(template, k_eval, staleness)
+        window = window_bound(template, k_eval, staleness)
     critical = path(fastest)
     pool_gpus = [pool.hardware.num_gpus for pool in instance.pools]
-    area_path = area_path_bound(vertex_choices(directory), path, pool_gpus, k_eval)
+    area_path = area_path_bound(vertex_choices(directory), path, pool_gpus, k_eval, window=window)
     return LowerBounds(compute=compute, critical_path=critical, area_path=area_path)
 
 
