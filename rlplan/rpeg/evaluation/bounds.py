@@ -35,8 +35,10 @@ class LowerBounds:
     area_path
         The smallest, over every choice of one candidate per vertex, of the
         larger of that choice's critical path and its ``k_eval`` steps of
-        GPU-seconds spread over the GPUs (each pool's over that pool's):
-        runs hold their GPUs exclusively (:mod:`rlplan.rpeg.evaluation.area_bound`).
+        GPU-seconds spread over the GPUs (each pool's over that pool's) and,
+        for the makespan objective, its busy windows (the runs that start
+        after a head and end before a tail share the GPUs in between): runs
+        hold their GPUs exclusively (:mod:`rlplan.rpeg.evaluation.area_bound`).
         At least :attr:`critical_path`.
     """
 
