@@ -37,6 +37,8 @@ LOCAL_SHARE = 0.15
 LOCAL_EVALUATIONS = 20_000
 #: Share of the time limit kept for refining after CP-SAT; CP-SAT gets the rest.
 REFINE_SHARE = 0.15
+#: Verdicts that prove a plan.
+PROVEN = (Status.OPTIMAL, Status.OPTIMAL_WITHIN_GAP)
 
 
 @dataclasses.dataclass
@@ -118,15 +120,15 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
     exact = _ExactPhase()
     if local_stats["interrupted"]:
         exact.message = "interrupted during the local search: best plan so far"
+    elif verdict(best.score, problem.score_bound, options.gap) in PROVEN:
+        # The plan-independent bound already proves the local plan: nothing to search.
+        exact.message = "the plan-independent bound proves the local plan; CP-SAT not run"
     else:
         exact_limit = max(0.0, _remaining(options, started) - REFINE_SHARE * options.time_limit)
         exact = _exact_phase(problem, options, best, exact_limit, stats)
         templates = merge_templates(templates, exact.templates)
         # The one rule decides whether the bound already proves the best plan.
-        proven = exact.bound is not None and verdict(best.score, exact.bound, options.gap) in (
-            Status.OPTIMAL,
-            Status.OPTIMAL_WITHIN_GAP,
-        )
+        proven = exact.bound is not None and verdict(best.score, exact.bound, options.gap) in PROVEN
         remaining = _remaining(options, started)
         if not proven and remaining > 0.5 and not exact.message.startswith("interrupted"):
             refined, refine_stats = improve(problem, best.plan, options, remaining)

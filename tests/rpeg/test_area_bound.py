@@ -198,7 +198,7 @@ def test_the_window_lifts_the_bound_at_scale(load_problem):
     staleness = {m: 1 for m in directory.template.trained_models}
     from rlplan.rpeg.evaluation.area_bound import path_bound, window_bound
 
-    choices = vertex_choices(directory)
+    choices = vertex_choices(directory, problem.simulator.switch)
     path = path_bound(directory.template, 2, staleness)
     plain = area_path_bound(choices, path, [256], 2)
     windowed = area_path_bound(
@@ -206,3 +206,25 @@ def test_the_window_lifts_the_bound_at_scale(load_problem):
     )
     assert windowed > 1.1 * plain
     assert problem.bounds.area_path == pytest.approx(windowed)
+
+
+def test_an_engine_on_every_gpu_pays_its_wake_and_sleep(load_problem):
+    """ppo_70b on 256 GPUs: a rollout engine on all 256 GPUs shares them with every other
+    vertex, so it wakes and sleeps in every plan. Its shard at tp 8, pp 1 is
+    2 x 70.55e9 / 8 = 17.638e9 bytes: wake 17.638e9 / (25e9 x 0.43) = 1.6408 s, sleep
+    17.638e9 / 2.235e9 = 7.8918 s (level 1, docs/cost-model.md#sleep-and-wake-of-a-
+    colocated-rollout-engine), so its 63.954 s candidate takes 73.487 s; the faster
+    tp 4 candidate (61.958 s) wakes and sleeps twice as long: 61.958 + 3.2815 + 15.7835
+    = 81.02 s. The whole-cluster choice is the least of these, 73.487 s."""
+    problem = load_problem("ppo_70b_4x8x8_h100.yaml")
+    directory = problem.directory
+    (whole,) = [c for s, c in directory.options[0].items() if s[0] * s[1] * s[2] == 256]
+    tp8 = next(c for c in whole if c.strategy.tp == 8 and c.strategy.pp == 1)
+    shard = directory.cost.weight_shard("actor", tp8.strategy)
+    assert shard == pytest.approx(2 * 70.55e9 / 8, rel=1e-3)
+    wide = vertex_choices(directory, problem.simulator.switch)[0]
+    plain = vertex_choices(directory)[0]
+    assert plain[0].time == pytest.approx(whole[0].time)  # 61.958 s, no switch
+    assert wide[0].time == pytest.approx(tp8.time + shard / (25e9 * 0.43) + shard / 2.235e9)
+    assert wide[0].time == pytest.approx(73.487, abs=1e-3)
+    assert wide[1:] == plain[1:]  # blocks of fewer GPUs need not be colocated

@@ -51,3 +51,23 @@ def test_result_json_and_terminal_name_the_bound_source(tmp_path, capsys):
     assert result["bound_source"] == "cpsat"
     assert "proven by CP-SAT" in printed
     assert "| bound proven by | CP-SAT |" in (out / "report.md").read_text()
+
+
+def test_auto_skips_the_exact_phase_when_the_plan_independent_bound_proves_its_plan():
+    """grpo_7b on 16 H100 at k_eval 1: the optimum (43.9839 s, tests cache it in
+    instances/suites/scale_optima.json as grpo7b-k1) runs each vertex on the whole cluster
+    in turn, the busy-window bound with the rollout's forced wake and sleep is 43.9835 s,
+    a gap of 0.001 % (under the 0.01 % tolerance): once the local search reaches the
+    optimum, auto has nothing to search and reports the area-and-path bound."""
+    import dataclasses
+
+    instance = load_instance(f"{ROOT}/instances/grpo_7b_1x2x8_h100.yaml")
+    optimizer = dataclasses.replace(instance.optimizer, k_eval=1)
+    problem = Problem.from_instance(dataclasses.replace(instance, optimizer=optimizer))
+    assert problem.score_bound == pytest.approx(43.9835, abs=1e-4)
+    result = solve("auto", problem, SolveOptions(time_limit=60))
+    assert result.status.value == "OPTIMAL"
+    assert result.score == pytest.approx(43.98386667, rel=1e-8)
+    assert result.bound_source == "area_path"
+    assert "cpsat" not in result.stats
+    assert "plan-independent bound proves" in result.message

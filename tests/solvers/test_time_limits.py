@@ -124,7 +124,10 @@ def test_exact_backends_never_return_a_plan_slower_than_their_start(backend, nam
 def test_milp_returns_the_warm_start_when_the_solver_finds_nothing(medium_start, monkeypatch):
     """HiGHS stopping without a plan: the start comes back with HiGHS's bound, not UNKNOWN."""
     problem, start = medium_start
-    highs_bound = problem.bounds.best * 1.05
+    # Between the plan-independent bound and the start: the bound kept is HiGHS's.
+    upper = problem.simulator.evaluate(start).makespan
+    highs_bound = (problem.bounds.best + upper) / 2
+    assert problem.bounds.best < highs_bound < upper * (1 - 1e-3)
 
     def nothing(built, options, deadline):
         return milp.MipOutcome(None, False, False, highs_bound, None, "Time limit reached")

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from rlplan.rpeg.model.candidates import CandidateDirectory
 from rlplan.rpeg.model.shapes import pool_of
-from rlplan.rpeg.templates import Template, unroll
+from rlplan.rpeg.templates import Kind, Template, unroll
 
 #: Search nodes expanded before the search returns its open nodes' bound.
 NODE_LIMIT = 20_000
@@ -44,24 +44,36 @@ class Choice:
     pool: int
 
 
-def vertex_choices(directory: CandidateDirectory) -> list[tuple[Choice, ...]]:
+def vertex_choices(
+    directory: CandidateDirectory, switch: Callable | None = None
+) -> list[tuple[Choice, ...]]:
     """Per vertex, the (time, GPU-seconds) Pareto front of its shapes, per pool.
 
     A shape's time is its fastest candidate's (the directory keeps them
     fastest first); a choice is dropped when another of the same pool is no
-    slower and uses no more GPU-seconds.
+    slower and uses no more GPU-seconds. With ``switch`` (the simulator's
+    ``switch(vertex, strategy, pool)``: an engine's wake and sleep when
+    colocated), a rollout engine on a block of every GPU of a one-pool
+    cluster is colocated in every plan (every other vertex's block shares its
+    GPUs), so its shape's time is its candidates' least time + wake + sleep
+    (docs/cost-model.md#lower-bounds).
     """
+    instance = directory.instance
+    # A block never spans pools: one of every GPU exists only on a one-pool cluster.
+    forced = switch is not None and len(directory.template.vertices) > 1
     choices = []
-    for per_shape in directory.options:
-        raw = sorted(
-            (
-                candidates[0].time,
-                shape[0] * shape[1] * shape[2] * candidates[0].time,
-                pool_of(shape),
-            )
-            for shape, candidates in per_shape.items()
-            if candidates
-        )
+    for vertex, per_shape in enumerate(directory.options):
+        engine = directory.template.vertices[vertex].kind is Kind.GENERATE
+        raw = []
+        for shape, candidates in per_shape.items():
+            if not candidates:
+                continue
+            gpus = shape[0] * shape[1] * shape[2]
+            time = candidates[0].time
+            if forced and engine and gpus == instance.num_gpus:
+                time = min(c.time + sum(switch(vertex, c.strategy, 0)) for c in candidates)
+            raw.append((time, gpus * time, pool_of(shape)))
+        raw.sort()
         front: list[Choice] = []
         for time, area, pool in raw:
             if not any(c.pool == pool and c.area <= area for c in front):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rlplan.rpeg.evaluation.area_bound import (
@@ -63,11 +64,15 @@ class LowerBounds:
         return "area_path" if self.area_path >= self.compute else "compute"
 
 
-def lower_bounds(directory: CandidateDirectory, on_policy: bool = False) -> LowerBounds:
+def lower_bounds(
+    directory: CandidateDirectory, on_policy: bool = False, switch: Callable | None = None
+) -> LowerBounds:
     """Compute the lower bounds for an instance.
 
     ``on_policy`` bounds only the plans whose trained models all have
     staleness 0 (its critical path then has every pub edge of step 0).
+    ``switch`` (the simulator's ``switch``) adds a rollout engine's wake and
+    sleep where its block forces colocation (:func:`vertex_choices`).
     """
     instance, template = directory.instance, directory.template
     # A vertex's FLOPs are the pool's alike (they count the model's work only).
@@ -94,7 +99,9 @@ def lower_bounds(directory: CandidateDirectory, on_policy: bool = False) -> Lowe
         window = window_bound(template, k_eval, staleness)
     critical = path(fastest)
     pool_gpus = [pool.hardware.num_gpus for pool in instance.pools]
-    area_path = area_path_bound(vertex_choices(directory), path, pool_gpus, k_eval, window=window)
+    area_path = area_path_bound(
+        vertex_choices(directory, switch), path, pool_gpus, k_eval, window=window
+    )
     return LowerBounds(compute=compute, critical_path=critical, area_path=area_path)
 
 

@@ -187,12 +187,12 @@ class Problem:
     @cached_property
     def bounds(self) -> LowerBounds:
         """Plan-independent lower bounds on the makespan."""
-        return lower_bounds(self.directory)
+        return lower_bounds(self.directory, switch=self.simulator.switch)
 
     @cached_property
     def on_policy_bounds(self) -> LowerBounds:
         """Plan-independent lower bounds on the makespan of the on-policy plans."""
-        return lower_bounds(self.directory, on_policy=True)
+        return lower_bounds(self.directory, on_policy=True, switch=self.simulator.switch)
 
     def unplaceable(self) -> list[tuple[str, float]]:
         """Vertices that fit on no block, with their smallest memory shortfall in bytes.
