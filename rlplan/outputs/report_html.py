@@ -95,6 +95,7 @@ def render_html_report(
     summary += [
         (f"lower bound on the {bounded}", _seconds(bound_step)),
         ("bound proven by", result.bound_proven_by or "—"),
+        ("why the bound holds", result.bound_reason or "—"),
         ("gap", "—" if result.gap is None else f"{result.gap:.4%}"),
         ("wall time", f"{result.wall_time:.2f} s"),
     ]

@@ -141,6 +141,7 @@ def render_report(problem: Problem, result: Result, trace: Trace | None) -> str:
     lines += [
         f"| lower bound on the {bounded} | {_seconds(bound)} |",
         f"| bound proven by | {result.bound_proven_by or '—'} |",
+        f"| why the bound holds | {result.bound_reason or '—'} |",
         f"| gap | {gap} |",
         f"| wall time | {result.wall_time:.2f} s |",
     ]

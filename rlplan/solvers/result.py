@@ -54,6 +54,19 @@ BOUND_SOURCE_WORDS = {
     "exhaustive": "the exhaustive oracle",
 }
 
+#: Why each bound holds, in one clause (docs/cost-model.md#lower-bounds, docs/solvers.md).
+BOUND_SOURCE_REASONS = {
+    "critical_path": "no plan is faster than the longest chain of runs, each at its "
+    "fastest candidate",
+    "area_path": "for every choice of one candidate per vertex, the runs' longest chain, "
+    "their GPU-seconds over the GPUs, or the runs that must share a window after the "
+    "first rollout or before the last training take at least this long",
+    "compute": "the steps' FLOPs at every GPU's peak take at least this long",
+    "cpsat": "CP-SAT proved no plan of the exact model is below it",
+    "milp": "the MILP's branch and bound proved no plan of the exact model is below it",
+    "exhaustive": "every plan of the plan space was simulated",
+}
+
 
 def relative_gap(makespan: float | None, bound: float | None) -> float | None:
     """``(makespan - bound) / makespan``, at least 0; None without a plan or a bound."""
@@ -178,6 +191,13 @@ class Result:
         if self.bound is None or self.bound_source is None:
             return None
         return BOUND_SOURCE_WORDS.get(self.bound_source, self.bound_source)
+
+    @property
+    def bound_reason(self) -> str | None:
+        """Why the reported bound holds, in one clause (None without a bound)."""
+        if self.bound is None or self.bound_source is None:
+            return None
+        return BOUND_SOURCE_REASONS.get(self.bound_source)
 
     @property
     def step_time(self) -> float | None:

@@ -10,6 +10,7 @@ from rlplan.cli import app as main
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.schema.instance import load_instance
 from rlplan.solvers import SolveOptions, solve
+from rlplan.solvers.result import BOUND_SOURCE_REASONS
 from tests.solvers.conftest import ROOT
 
 TINY_PPO = f"{ROOT}/instances/tiny_ppo_2gpu.yaml"
@@ -28,6 +29,8 @@ def test_baselines_report_the_plan_independent_bound(problem):
     assert result.bound >= problem.bounds.best
     assert result.bound_source == problem.score_bound_source
     assert result.bound_source in ("critical_path", "compute", "area_path")
+    assert result.bound_reason == BOUND_SOURCE_REASONS[result.bound_source]
+    assert len(set(BOUND_SOURCE_REASONS.values())) == len(BOUND_SOURCE_REASONS)
 
 
 @pytest.mark.parametrize("backend", ["cpsat", "milp", "exhaustive", "auto"])
@@ -51,6 +54,9 @@ def test_result_json_and_terminal_name_the_bound_source(tmp_path, capsys):
     assert result["bound_source"] == "cpsat"
     assert "proven by CP-SAT" in printed
     assert "| bound proven by | CP-SAT |" in (out / "report.md").read_text()
+    reason = "| why the bound holds | CP-SAT proved no plan of the exact model is below it |"
+    assert reason in (out / "report.md").read_text()
+    assert "why the bound holds" in (out / "report.html").read_text()
 
 
 def test_auto_skips_the_exact_phase_when_the_plan_independent_bound_proves_its_plan():
