@@ -227,4 +227,26 @@ def test_an_engine_on_every_gpu_pays_its_wake_and_sleep(load_problem):
     assert plain[0].time == pytest.approx(whole[0].time)  # 61.958 s, no switch
     assert wide[0].time == pytest.approx(tp8.time + shard / (25e9 * 0.43) + shard / 2.235e9)
     assert wide[0].time == pytest.approx(73.487, abs=1e-3)
-    assert wide[1:] == plain[1:]  # blocks of fewer GPUs need not be colocated
+    # Blocks of fewer GPUs need not be colocated: their times stay, and what colocation
+    # would add is kept beside them (tp 8 on 128 GPUs: 83.43 s, + 1.64 + 7.89 s).
+    assert [(c.time, c.area) for c in wide[1:]] == [(c.time, c.area) for c in plain[1:]]
+    assert wide[1].extra == pytest.approx(1.6408 + 7.8918, abs=2e-3)
+
+
+def test_an_engine_beside_a_vertex_on_every_gpu_wakes_and_sleeps():
+    """2 GPUs; an engine E (1 s on one GPU, 1 s more when colocated) and a trainer T
+    apart, T either on both GPUs (1 s, 2 GPU-s) or on one (2.5 s). T on both shares E's
+    GPU, so E takes 2 s: max(path 2, area (2 + 2) / 2 = 2) = 2; T on one: path 2.5.
+    The bound is 2 (the optimum is 2.5: T on both GPUs runs after E, 3 s). Without the
+    rule T on both would give max(1, (1 + 2) / 2) = 1.5."""
+    trainer = (Choice(1.0, 2.0, 0, whole=True), Choice(2.5, 2.5, 0))
+    engine = (Choice(1.0, 1.0, 0, extra=1.0),)
+    assert area_path_bound((engine, trainer), max, [2], 1) == pytest.approx(2.0)
+    assert area_path_bound(((Choice(1.0, 1.0, 0),), trainer), max, [2], 1) == pytest.approx(1.5)
+
+
+def test_a_choice_on_every_gpu_never_dominates_one_that_forces_nothing():
+    whole, part = Choice(1.0, 2.0, 0, whole=True), Choice(1.0, 2.0, 0)
+    assert part.dominates(whole) and not whole.dominates(part)
+    # Nor does a choice whose colocated time is longer.
+    assert not Choice(1.0, 2.0, 0, extra=0.5).dominates(Choice(1.1, 2.2, 0, extra=0.1))

@@ -37,11 +37,35 @@ NODE_LIMIT = 20_000
 
 @dataclass(frozen=True)
 class Choice:
-    """One candidate time of a vertex: its time (s), GPU-seconds and pool."""
+    """One candidate time of a vertex: its time (s), GPU-seconds and pool.
+
+    ``whole``: the shape is every GPU of the cluster, so every other vertex's
+    block shares its GPUs. ``extra``: for a rollout engine, the seconds its
+    shape's least time grows by when the engine is colocated (the least of
+    time + wake + sleep over the shape's candidates, minus ``time``).
+    """
 
     time: float
     area: float
     pool: int
+    whole: bool = False
+    extra: float = 0.0
+
+    @property
+    def gpus(self) -> float:
+        """GPUs of the shape (``area / time``)."""
+        return self.area / self.time if self.time > 0 else 0.0
+
+    def dominates(self, other: Choice) -> bool:
+        """No slower, no more GPU-seconds, colocated or not, and forces no more colocation."""
+        return (
+            self.pool == other.pool
+            and self.time <= other.time
+            and self.area <= other.area
+            and self.time + self.extra <= other.time + other.extra
+            and self.gpus * (self.time + self.extra) <= other.gpus * (other.time + other.extra)
+            and (other.whole or not self.whole)
+        )
 
 
 def vertex_choices(
@@ -60,24 +84,30 @@ def vertex_choices(
     """
     instance = directory.instance
     # A block never spans pools: one of every GPU exists only on a one-pool cluster.
-    forced = switch is not None and len(directory.template.vertices) > 1
+    several = len(directory.template.vertices) > 1
     choices = []
     for vertex, per_shape in enumerate(directory.options):
-        engine = directory.template.vertices[vertex].kind is Kind.GENERATE
+        engine = switch is not None and directory.template.vertices[vertex].kind is Kind.GENERATE
         raw = []
         for shape, candidates in per_shape.items():
             if not candidates:
                 continue
             gpus = shape[0] * shape[1] * shape[2]
-            time = candidates[0].time
-            if forced and engine and gpus == instance.num_gpus:
-                time = min(c.time + sum(switch(vertex, c.strategy, 0)) for c in candidates)
-            raw.append((time, gpus * time, pool_of(shape)))
+            whole = gpus == instance.num_gpus
+            time, extra = candidates[0].time, 0.0
+            if engine:
+                colocated = min(c.time + sum(switch(vertex, c.strategy, 0)) for c in candidates)
+                if whole and several:
+                    time = colocated  # colocated in every plan
+                else:
+                    extra = colocated - time
+            raw.append((time, gpus * time, pool_of(shape), whole, extra))
         raw.sort()
         front: list[Choice] = []
-        for time, area, pool in raw:
-            if not any(c.pool == pool and c.area <= area for c in front):
-                front.append(Choice(time, area, pool))
+        for time, area, pool, whole, extra in raw:
+            choice = Choice(time, area, pool, whole, extra)
+            if not any(kept.dominates(choice) for kept in front):
+                front.append(choice)
         choices.append(tuple(front))
     return choices
 
@@ -235,22 +265,27 @@ def area_path_bound(
 
     def node_bound(assigned: tuple[int, ...]) -> float:
         times = list(fastest)
+        areas, pools = list(least_area), [None] * len(choices)
+        picked = [
+            (vertex, choices[vertex][index]) for vertex, index in zip(order, assigned, strict=False)
+        ]
+        wide = [vertex for vertex, choice in picked if choice.whole]
+        for vertex, choice in picked:
+            times[vertex], areas[vertex], pools[vertex] = choice.time, choice.area, choice.pool
+            if choice.extra > 0 and any(other != vertex for other in wide):
+                # Another vertex holds every GPU: this engine is colocated, it wakes and sleeps.
+                times[vertex] += choice.extra
+                areas[vertex] += choice.gpus * choice.extra
         pool_area = [0.0] * len(pool_gpus)
+        for vertex, _ in picked:
+            pool_area[pools[vertex]] += areas[vertex]
         rest = sum(least_area[v] for v in order[len(assigned) :])
-        for vertex, index in zip(order, assigned, strict=False):
-            choice = choices[vertex][index]
-            times[vertex] = choice.time
-            pool_area[choice.pool] += choice.area
         area = max(
             (sum(pool_area) + rest) / total_gpus,
             max(a / g for a, g in zip(pool_area, pool_gpus, strict=True)),
         )
         value = max(path(times), k_eval * area)
         if window is not None:
-            areas, pools = list(least_area), [None] * len(choices)
-            for vertex, index in zip(order, assigned, strict=False):
-                areas[vertex] = choices[vertex][index].area
-                pools[vertex] = choices[vertex][index].pool
             value = max(value, window(times, areas, pools, pool_gpus))
         return value
 
