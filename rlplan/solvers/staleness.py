@@ -80,10 +80,15 @@ def solve_staleness(problem: Problem, options: SolveOptions, solve_one: Backend)
     unpenalised = problem.without_stale_penalty()
     remaining = options.time_limit - (time.perf_counter() - started)
     second = dataclasses.replace(options, time_limit=max(remaining, 0.05))
+    full = None
     if on.plan is not None and on.status.has_plan:
         # Only an unpenalised score below S_on / (1 + lambda_stale) beats the on-policy plan.
-        second = second.with_cutoff(on.score / (1.0 + problem.instance.lambda_stale))
-    full = solve_one(unpenalised, second)
+        cutoff = on.score / (1.0 + problem.instance.lambda_stale)
+        second = second.with_cutoff(cutoff)
+        if unpenalised.score_bound >= cutoff:
+            full = _bound_proves_cutoff(unpenalised, cutoff, on)
+    if full is None:
+        full = solve_one(unpenalised, second)
     _reprice(problem, full)
     if full.status is Status.ERROR or all(r.plan is None for r in (on, full)):
         full.wall_time = time.perf_counter() - started
@@ -95,6 +100,29 @@ def solve_staleness(problem: Problem, options: SolveOptions, solve_one: Backend)
         on = resume_open(on_policy, on, options, remaining, solve_one, full)
         _reprice(problem, on)
     return _combine(problem, full, on, options, started)
+
+
+def _bound_proves_cutoff(unpenalised: Problem, cutoff: float, on: Result) -> Result:
+    """The full solve's result when the plan-independent bound is already at its cutoff.
+
+    No unpenalised plan scores below ``unpenalised.score_bound``
+    (docs/cost-model.md#lower-bounds), so no off-policy plan beats the
+    on-policy one and the exact solve would only prove that again.
+    """
+    bound = unpenalised.score_bound
+    return Result(
+        Status.UNKNOWN,
+        on.solver,
+        k_eval=unpenalised.instance.k_eval,
+        bound=bound,
+        bound_source=unpenalised.score_bound_source,
+        wall_time=0.0,
+        stats={"cutoff_proved": True, "skipped": True},
+        message=(
+            f"not solved: the plan-independent bound {bound:.4f} s is at or above "
+            f"the cutoff {cutoff:.4f} s"
+        ),
+    )
 
 
 def _reprice(problem: Problem, result: Result) -> None:

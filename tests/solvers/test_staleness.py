@@ -342,3 +342,28 @@ def test_time_the_full_solve_leaves_goes_back_to_an_open_on_policy_solve(monkeyp
     assert result.score == pytest.approx(ON_POLICY, rel=1e-9)
     assert result.bound == pytest.approx(ON_POLICY, rel=1e-9)
     assert result.stats["resumed"]["status"] == "OPTIMAL"
+
+
+def test_the_full_solve_is_skipped_when_the_plan_independent_bound_reaches_its_cutoff():
+    """ppo_8b on 16 H100: greedy's on-policy plan (2 x 88.81 = 177.62 s) sets the cutoff
+    177.62 / 1.05 = 169.16 s; no unpenalised plan is below the plan-independent bound
+    169.59 s (docs/cost-model.md#lower-bounds), so no off-policy plan beats it and the
+    full space is not solved; every call is on the on-policy plans (the second is the
+    resumed solve of that space, with the time left)."""
+    from rlplan.solvers import greedy, staleness
+
+    problem = Problem.load(f"{ROOT}/instances/ppo_8b_1x2x8_h100.yaml")
+    assert problem.without_stale_penalty().score_bound == pytest.approx(169.5855, abs=1e-3)
+    spaces = []
+
+    def solve_one(variant, options):
+        spaces.append(variant)
+        return greedy.solve(variant, options)
+
+    result = staleness.solve_staleness(problem, SolveOptions(time_limit=20), solve_one)
+    assert spaces and not any(variant.instance.policy_kinds[1] for variant in spaces)
+    assert result.score == pytest.approx(177.6154, abs=1e-3)
+    assert result.policy["off_policy_bound_s"] == pytest.approx(169.5855, abs=1e-3)
+    assert result.stats["staleness_switch"]["full_unpenalised"]["message"].startswith(
+        "not solved: the plan-independent bound"
+    )
