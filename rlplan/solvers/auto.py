@@ -22,7 +22,7 @@ from rlplan.solvers import portfolio
 from rlplan.solvers.common import plan_result, unplaceable_result, within_space
 from rlplan.solvers.local import baseline_deadline, best_baseline, improve
 from rlplan.solvers.options import SolveOptions
-from rlplan.solvers.result import Result, Status, verdict
+from rlplan.solvers.result import PROVEN, Result, Status, verdict
 from rlplan.solvers.templates import solve_templates, with_staleness_switch
 from rlplan.solvers.value import plan_steps
 
@@ -37,8 +37,6 @@ LOCAL_SHARE = 0.15
 LOCAL_EVALUATIONS = 20_000
 #: Share of the time limit kept for refining after CP-SAT; CP-SAT gets the rest.
 REFINE_SHARE = 0.15
-#: Verdicts that prove a plan.
-PROVEN = (Status.OPTIMAL, Status.OPTIMAL_WITHIN_GAP)
 
 
 @dataclasses.dataclass

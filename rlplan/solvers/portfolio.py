@@ -34,7 +34,7 @@ from rlplan.solvers.common import plan_result
 from rlplan.solvers.forked import ForkedCall
 from rlplan.solvers.options import SolveOptions
 from rlplan.solvers.progress import SilentProgress
-from rlplan.solvers.result import Result, Status, reaches_cutoff
+from rlplan.solvers.result import PROVEN, Result, Status, reaches_cutoff
 
 #: Seconds before the time limit the MILP child's own limit ends (at most
 #: :data:`ANSWER_SHARE` of the limit): HiGHS overruns its limit by a moment,
@@ -48,8 +48,6 @@ ANSWER_SHARE = 0.05
 POLL_S = 0.05
 #: The smallest cluster (GPUs) on which the MILP runs beside CP-SAT.
 PORTFOLIO_MIN_GPUS = 32
-#: Statuses that prove a plan.
-PROVEN = (Status.OPTIMAL, Status.OPTIMAL_WITHIN_GAP)
 
 
 def solve_with_hint(

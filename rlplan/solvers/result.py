@@ -44,6 +44,9 @@ class Status(Enum):
         return self in (Status.OPTIMAL, Status.OPTIMAL_WITHIN_GAP, Status.FEASIBLE)
 
 
+#: The statuses whose plan is proven (optimal, or within the requested gap).
+PROVEN = (Status.OPTIMAL, Status.OPTIMAL_WITHIN_GAP)
+
 #: How reports name the method that proved a bound (``Result.bound_source``).
 BOUND_SOURCE_WORDS = {
     "critical_path": "the critical-path bound",

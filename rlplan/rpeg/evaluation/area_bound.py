@@ -83,7 +83,6 @@ def vertex_choices(
     (docs/cost-model.md#lower-bounds).
     """
     instance = directory.instance
-    # A block never spans pools: one of every GPU exists only on a one-pool cluster.
     several = len(directory.template.vertices) > 1
     choices = []
     for vertex, per_shape in enumerate(directory.options):
@@ -93,6 +92,7 @@ def vertex_choices(
             if not candidates:
                 continue
             gpus = shape[0] * shape[1] * shape[2]
+            # A block never spans pools: one of every GPU exists only on a one-pool cluster.
             whole = gpus == instance.num_gpus
             time, extra = candidates[0].time, 0.0
             if engine:
@@ -112,6 +112,25 @@ def vertex_choices(
     return choices
 
 
+def unrolled_edges(
+    template: Template, k_eval: int, staleness: dict[str, int]
+) -> list[tuple[int, int, float]]:
+    """(source run, destination run, fixed delay) of the graph unrolled over ``k_eval`` steps.
+
+    A data edge's fixed delay (a rule reward's stage) is counted, as every
+    plan pays it; pub and chain edges have none.
+    """
+    delays = template.data_delays
+    return [
+        (
+            edge.src,
+            edge.dst,
+            delays[edge.template_edge] if 0 <= edge.template_edge < len(delays) else 0.0,
+        )
+        for edge in unroll(template, k_eval, staleness)
+    ]
+
+
 def path_bound(template: Template, k_eval: int, staleness: dict[str, int]) -> Callable:
     """The longest path of ``k_eval`` unrolled steps as a function of the vertices' times.
 
@@ -119,11 +138,9 @@ def path_bound(template: Template, k_eval: int, staleness: dict[str, int]) -> Ca
     stage) is counted, as every plan pays it.
     """
     count = len(template.vertices)
-    delays = template.data_delays
     predecessors: list[list[tuple[int, float]]] = [[] for _ in range(count * k_eval)]
-    for edge in unroll(template, k_eval, staleness):
-        delay = delays[edge.template_edge] if 0 <= edge.template_edge < len(delays) else 0.0
-        predecessors[edge.dst].append((edge.src, delay))
+    for source, destination, delay in unrolled_edges(template, k_eval, staleness):
+        predecessors[destination].append((source, delay))
 
     def longest(times: Sequence[float]) -> float:
         finish = [0.0] * (count * k_eval)
@@ -141,15 +158,7 @@ def window_bound(template: Template, k_eval: int, staleness: dict[str, int]) -> 
     Its edges are those of :func:`path_bound`: data edges with their fixed
     delays, pub edges at ``staleness`` and each vertex's chain of runs.
     """
-    delays = template.data_delays
-    edges = [
-        (
-            edge.src,
-            edge.dst,
-            delays[edge.template_edge] if 0 <= edge.template_edge < len(delays) else 0.0,
-        )
-        for edge in unroll(template, k_eval, staleness)
-    ]
+    edges = unrolled_edges(template, k_eval, staleness)
     return busy_window_bound(len(template.vertices), k_eval, edges)
 
 
