@@ -257,7 +257,7 @@ def pub_rows(f: Formulation) -> Iterator[LagRow]:
     weight-transfer lag from a source block at each level, and the reshard lag
     when the source sits on the user's block in another weight layout.
     """
-    for src, dst, model, chosen, before, after, periods in _pub_run_pairs(f):
+    for src, dst, model, chosen, before, after, periods in pub_run_pairs(f):
         yield LagRow(before, after, 0, chosen, periods)
         for index, target in enumerate(f.assignments[dst]):
             block = f.block_index[target.block]
@@ -277,7 +277,7 @@ def pub_rows(f: Formulation) -> Iterator[LagRow]:
                 yield LagRow(before, after, lag, (*chosen, user, Chooses(src, others)), periods)
 
 
-def _pub_run_pairs(
+def pub_run_pairs(
     f: Formulation, engines_only: bool = False
 ) -> Iterator[tuple[int, int, str, tuple[Condition, ...], int, int, int]]:
     """Each pub edge's (source, user, model, staleness condition, source run, user run, periods).
@@ -309,7 +309,7 @@ def refit_rows(f: Formulation) -> Iterator[LagRow]:
     the engine's layout, and the reshard plus the copy when it sits there in
     another layout. Refits from another block are pub lag rows.
     """
-    for src, dst, model, chosen, before, after, periods in _pub_run_pairs(f, engines_only=True):
+    for src, dst, model, chosen, before, after, periods in pub_run_pairs(f, engines_only=True):
         for index, target in enumerate(f.assignments[dst]):
             block = f.block_index[target.block]
             user = Chooses(dst, (index,))

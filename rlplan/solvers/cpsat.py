@@ -40,7 +40,7 @@ from collections.abc import Callable
 
 from ortools.sat.python import cp_model
 
-from rlplan.formulation import Formulation, rows
+from rlplan.formulation import Formulation, rows, windows
 from rlplan.formulation.framework import ImplicationRow, framework_rows
 from rlplan.rpeg import interrupts
 from rlplan.rpeg.evaluation.problem import Problem
@@ -237,6 +237,7 @@ class CpSatModel:
             self._objective,
             self._gpu_load,
             self._gpu_area,
+            self._busy_windows,
         ):
             self._check(family.__name__.lstrip("_"))
             family()
@@ -535,6 +536,26 @@ class CpSatModel:
                 [v.choose[vertex][i] for vertex, i, _ in terms], [c for _, _, c in terms]
             )
         )
+
+    def _busy_windows(self) -> None:
+        """Redundant constraint: the runs between two runs fit in the GPU-time between them
+        (:func:`rlplan.formulation.windows.window_rows`).
+
+        Implied by ``_gpu_exclusivity`` and ``_precedence``; unlike ``_gpu_area``
+        it counts the time before a window's first run and after its last.
+        """
+        v, model = self.vars, self.model
+        for row in windows.window_rows(self.formulation):
+            self._tick()
+            start = v.makespan if row.before is None else v.run_start[row.before]
+            end = 0 if row.after is None else v.run_end[row.after]
+            model.add(
+                row.gpus * (start - end)
+                >= cp_model.LinearExpr.weighted_sum(
+                    [v.choose[vertex][i] for vertex, i, _ in row.terms],
+                    [c for _, _, c in row.terms],
+                )
+            )
 
     def sizes(self) -> dict[str, int]:
         """Model size: Booleans, intervals, constraints."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rlplan.formulation import build_formulation, rows
+from rlplan.formulation import build_formulation, rows, windows
 from rlplan.formulation.model import Formulation
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import Plan
@@ -199,3 +199,81 @@ def test_area_terms_cover_every_assignment() -> None:
     for vertex, index, coefficient in terms:
         a = f.assignments[vertex][index]
         assert coefficient == f.k_eval * a.block.size * a.duration
+
+
+def _window_runs(f: Formulation, row: windows.WindowRow) -> dict[int, int]:
+    """How many of each vertex's runs a window row counts (coefficient / (GPUs x duration))."""
+    times: dict[int, int] = {}
+    for vertex, index, coefficient in row.terms:
+        a = f.assignments[vertex][index]
+        if a.duration:
+            times[vertex] = coefficient // (a.block.size * a.duration)
+    return times
+
+
+def test_window_rows_count_the_runs_between_two_runs() -> None:
+    # tiny_grpo_2gpu, k_eval 2, runs step-major: generate 0/5, actor.infer 1/6,
+    # reference.infer 2/7, reward.infer 3/8, actor.train 4/9. Precedences every plan
+    # keeps: the data edges of each step, each vertex's chain, and the synchronous pub
+    # edge actor.train(t-1) -> actor.infer(t) (old log-probs); train -> generate
+    # depends on the staleness and is left out.
+    # * before actor.infer of step 1 (run 6): both generations, the step-0 infers and
+    #   the step-0 train;
+    # * after actor.infer of step 0 (run 1): the two trains and actor.infer of step 1
+    #   (the next generation does not wait for it);
+    # * between the two trains (4, 9): actor.infer of step 1 alone.
+    problem = Problem.from_instance(load_instance(str(ROOT / "instances" / "tiny_grpo_2gpu.yaml")))
+    f = build_formulation(problem, 100.0)
+    by_ends = {(row.after, row.before): row for row in windows.window_rows(f)}
+    assert _window_runs(f, by_ends[None, 6]) == {0: 2, 1: 1, 2: 1, 3: 1, 4: 1}
+    assert _window_runs(f, by_ends[1, None]) == {1: 1, 4: 2}
+    assert _window_runs(f, by_ends[4, 9]) == {1: 1}
+    assert (0, 9) in by_ends and (9, None) not in by_ends  # nothing follows the last train
+    assert all(row.gpus == 2 for row in by_ends.values())
+
+
+@pytest.mark.parametrize("path", INSTANCES, ids=lambda p: p.stem)
+def test_window_rows_hold_on_simulated_schedules(path: Path) -> None:
+    """Each busy window's GPU-time covers its runs' on every simulated schedule, and
+    some window is tighter than the whole schedule's area row."""
+    problem = Problem.from_instance(load_instance(str(path)))
+    tighter = 0
+    for plan in _feasible_plans(problem):
+        f = build_formulation(problem, problem.simulator.evaluate(plan).makespan)
+        plan = f.canonical(plan)
+        chosen = [f.assignment_of(v, p) for v, p in enumerate(plan.placements)]
+        trace = problem.simulator.simulate(plan)
+        names = problem.directory.template.names
+        start, end = {}, {}
+        for (vertex, step), span in trace.run_spans().items():
+            run = f.run(names.index(vertex), step)
+            start[run], end[run] = span
+        makespan = max(end.values())
+        area = sum(c for v, i, c in rows.area_terms(f) if chosen[v] == i) * f.unit
+        slack_of_area = f.problem.directory.cluster.num_gpus * makespan - area
+        for row in windows.window_rows(f):
+            busy = sum(c for v, i, c in row.terms if chosen[v] == i) * f.unit
+            window = (makespan if row.before is None else start[row.before]) - (
+                0.0 if row.after is None else end[row.after]
+            )
+            slack = row.gpus * window - busy
+            assert slack >= -1e-6, (plan, row.after, row.before, slack)
+            tighter += slack < slack_of_area - 1e-6
+    assert tighter > 0
+
+
+def test_window_rows_fill_the_term_budget_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    # tiny_grpo_2gpu: the heads (None, 1..9) hold 4, 4, 4, 19, 4, 22, 9, 9 and 22 terms
+    # (97); the tails (0..8, None) 22, 8, 13, ... With 96 terms the last head does not
+    # fit; of the 21 left, the tail of run 0 (22) does not either, those of runs 1 (8)
+    # and 2 (13) do, and nothing is left for the rest.
+    problem = Problem.from_instance(load_instance(str(ROOT / "instances" / "tiny_grpo_2gpu.yaml")))
+    f = build_formulation(problem, 100.0)
+    monkeypatch.setenv("RLPLAN_WINDOW_TERMS", "97")
+    assert [(r.after, r.before) for r in windows.window_rows(f)] == [
+        (None, b) for b in range(1, 10)
+    ]
+    monkeypatch.setenv("RLPLAN_WINDOW_TERMS", "96")
+    ends = [(r.after, r.before) for r in windows.window_rows(f)]
+    assert ends == [*((None, b) for b in range(1, 9)), (1, None), (2, None)]
+    assert sum(len(r.terms) for r in windows.window_rows(f)) == 96

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlplan.formulation import Formulation, build_formulation, rows
+from rlplan.formulation import Formulation, build_formulation, rows, windows
 from rlplan.formulation.framework import ImplicationRow, framework_rows
 from rlplan.rpeg.evaluation.period import cycle_offsets
 from rlplan.rpeg.evaluation.problem import Problem
@@ -258,6 +258,7 @@ class MilpModel:
         "objective_makespan",
         "gpu_load",
         "gpu_area",
+        "busy_windows",
     )
 
     def __init__(self, formulation: Formulation, deadline: Deadline | None = None) -> None:
@@ -278,6 +279,7 @@ class MilpModel:
         self._objective()
         self._gpu_load()
         self._gpu_area()
+        self._busy_windows()
 
     def _select_one_candidate(self) -> None:
         """Exactly one assignment per vertex and one staleness per trained model."""
@@ -510,6 +512,20 @@ class MilpModel:
             for vertex, i, coefficient in rows.area_terms(f)
         )
         model.add(gpus * v.makespan[None] >= area)
+
+    def _busy_windows(self) -> None:
+        """Valid inequality: the runs between two runs fit in the GPU-seconds between them
+        (:func:`rlplan.formulation.windows.window_rows`)."""
+        f, v, model = self.formulation, self.vars, self.model
+        model.start_family("busy_windows")
+        for row in windows.window_rows(f):
+            start = v.makespan[None] if row.before is None else v.run_start[row.before]
+            end = 0.0 if row.after is None else v.end(row.after)
+            area = Expr.total(
+                (v.choose.col((vertex, i)), coefficient * f.unit)
+                for vertex, i, coefficient in row.terms
+            )
+            model.add(row.gpus * (start - end) >= area)
 
     def sizes(self) -> dict[str, int]:
         """Model size: binaries, continuous variables, constraints, nonzeros."""
