@@ -1,6 +1,7 @@
 """Backend ``auto`` (the default): the portfolio of the specification.
 
-greedy → local search (short) → CP-SAT warm-started from the local plan →
+greedy → local search (short; under the off-policy penalty a second one with
+the penalty off) → CP-SAT warm-started from the local plan, cut off at its score →
 simulator check → local refinement of the best plan → one result with the
 best simulated plan and the best bound any part proved, its status given by
 the one rule (:func:`rlplan.solvers.result.verdict`). Every phase's plan is a
@@ -22,7 +23,9 @@ from rlplan.solvers import portfolio
 from rlplan.solvers.common import plan_result, unplaceable_result, within_space
 from rlplan.solvers.local import baseline_deadline, best_baseline, improve
 from rlplan.solvers.options import SolveOptions
+from rlplan.solvers.progress import SilentProgress
 from rlplan.solvers.result import PROVEN, Result, Status, verdict
+from rlplan.solvers.staleness import off_policy
 from rlplan.solvers.templates import solve_templates, with_staleness_switch
 from rlplan.solvers.value import plan_steps
 
@@ -115,6 +118,10 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
     stats["local"] = local_stats
     stats["local_makespan"] = simulator.evaluate(local_plan).makespan
     best.offer(local_plan, on_tie=True)
+    if problem.staleness_switch and not local_stats["interrupted"]:
+        unpenalised_plan = _unpenalised_local(problem, best.plan, options, started)
+        if best.offer(unpenalised_plan):
+            stats["unpenalised_local_makespan"] = simulator.evaluate(unpenalised_plan).makespan
     exact = _ExactPhase()
     if local_stats["interrupted"]:
         exact.message = "interrupted during the local search: best plan so far"
@@ -213,15 +220,67 @@ def _exact(problem: Problem, options: SolveOptions, hint: Plan, time_limit: floa
             return plan_result(
                 variant, "cpsat", None, time.perf_counter(), message="no baseline plan fits"
             )
-        return portfolio.solve_with_hint(
-            variant, sub_options, _within(variant, start), sub_options.time_limit
-        )
+        began = time.perf_counter()
+        start = _below_cutoff(variant, _within(variant, start), sub_options)
+        left = max(0.05, sub_options.time_limit - (time.perf_counter() - began))
+        return portfolio.solve_with_hint(variant, sub_options, start, left)
 
-    sub_options = dataclasses.replace(options, time_limit=time_limit)
-    switched = with_staleness_switch(solve_one)
+    # Only a plan scoring below the hint's matters (docs/solvers.md#cutoffs-between-solves).
+    sub_options = dataclasses.replace(options, time_limit=time_limit).with_cutoff(
+        problem.simulator.evaluate(hint).score
+    )
+    # An off-policy hint says off-policy likely wins: the switch then proves the
+    # on-policy side only below it (docs/solvers.md#staleness-on-policy-and-off-policy).
+    switched = with_staleness_switch(solve_one, off_policy_first=off_policy(hint))
     if len(problem.templates) == 1:
         return switched(problem, sub_options)
     return solve_templates(problem, sub_options, switched, "cpsat")
+
+
+def _unpenalised_local(
+    problem: Problem, start: Plan, options: SolveOptions, started: float
+) -> Plan:
+    """A local search from ``start`` with staleness free (``lambda_stale`` 0).
+
+    The search under the penalty rarely leaves the on-policy plans, whose
+    moves one at a time cost the penalty before staleness can pay; without
+    it, the search finds the off-policy plans that may still win after the
+    penalty. At most :data:`LOCAL_SHARE` of the limit and
+    :data:`LOCAL_EVALUATIONS` evaluations; its plan is judged by its score
+    under the penalty.
+    """
+    quiet = dataclasses.replace(options, progress=SilentProgress())
+    plan, _ = improve(
+        problem.without_stale_penalty(),
+        start,
+        quiet,
+        min(LOCAL_SHARE * options.time_limit, _remaining(options, started)),
+        min(problem.instance.optimizer.e_max, LOCAL_EVALUATIONS),
+    )
+    return plan
+
+
+def _below_cutoff(problem: Problem, start: Plan, options: SolveOptions) -> Plan:
+    """A warm start for a solve cut off at ``options.cutoff``.
+
+    A start above the cutoff is no plan of the cut model (the full
+    space of the staleness switch, hinted with an on-policy plan, or the
+    fused template): a short local search on ``problem`` itself (at most
+    :data:`LOCAL_SHARE` of the solve's limit and :data:`LOCAL_EVALUATIONS`
+    evaluations) looks for one below it, which CP-SAT then starts from.
+    """
+    if options.cutoff is None or problem.simulator.evaluate(start).score <= options.cutoff:
+        return start
+    # Silent: its scores are the cut space's, not the solve's.
+    quiet = dataclasses.replace(options, progress=SilentProgress())
+    plan, _ = improve(
+        problem,
+        start,
+        quiet,
+        LOCAL_SHARE * options.time_limit,
+        min(problem.instance.optimizer.e_max, LOCAL_EVALUATIONS),
+    )
+    return plan
 
 
 def _within(problem: Problem, plan: Plan) -> Plan:

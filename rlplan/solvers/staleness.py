@@ -48,8 +48,13 @@ def off_policy(plan: Plan) -> bool:
     return any(value > 0 for _, value in plan.staleness)
 
 
-def solve_staleness(problem: Problem, options: SolveOptions, solve_one: Backend) -> Result:
+def solve_staleness(
+    problem: Problem, options: SolveOptions, solve_one: Backend, off_policy_first: bool = False
+) -> Result:
     """Run ``solve_one`` on the on-policy plans, then on the full plan space cut off below them.
+
+    With ``off_policy_first`` (a heuristic plan says off-policy wins) the
+    order is the other way round (:func:`_solve_off_policy_first`).
 
     The first solve gets half the time limit, the full one the rest;
     building each space's problem counts against the limit. When the full
@@ -67,6 +72,8 @@ def solve_staleness(problem: Problem, options: SolveOptions, solve_one: Backend)
         full solve after an on-policy one without a plan runs uncut.
     """
     started = time.perf_counter()
+    if off_policy_first:
+        return _solve_off_policy_first(problem, options, solve_one, started)
     # Each space's problem is built (its candidate directory: about a second at 1,024
     # GPUs) before its share of the limit is measured, so the build counts against it.
     on_policy = problem.on_policy()
@@ -99,6 +106,44 @@ def solve_staleness(problem: Problem, options: SolveOptions, solve_one: Backend)
         # (docs/solvers.md#resuming-an-open-first-solve).
         on = resume_open(on_policy, on, options, remaining, solve_one, full)
         _reprice(problem, on)
+    return _combine(problem, full, on, options, started)
+
+
+def _solve_off_policy_first(
+    problem: Problem, options: SolveOptions, solve_one: Backend, started: float
+) -> Result:
+    """The switch in the other order: the full space, then the on-policy plans cut off below it.
+
+    The full solve (penalty off, half the limit) bounds every plan's
+    unpenalised score; its plan, priced under the penalty at S, cuts off the
+    on-policy solve at S: an on-policy plan scores its makespan and matters
+    only below S. Where off-policy wins, the on-policy space then has only to
+    be shown empty below S instead of solved to optimality. The bound and the
+    result are those of the usual order (:func:`_combine`); time the
+    on-policy solve leaves is not given back to an open full solve.
+    """
+    unpenalised = problem.without_stale_penalty()
+    on_policy = problem.on_policy()
+    half = (options.time_limit - (time.perf_counter() - started)) / 2
+    full = solve_one(unpenalised, dataclasses.replace(options, time_limit=max(half, 0.05)))
+    _reprice(problem, full)
+    if full.status is Status.ERROR:
+        full.message = f"full plan space solve: {full.message}"
+        full.wall_time = time.perf_counter() - started
+        return full
+    remaining = options.time_limit - (time.perf_counter() - started)
+    second = dataclasses.replace(options, time_limit=max(remaining, 0.05))
+    on = None
+    if full.plan is not None and full.status.has_plan:
+        second = second.with_cutoff(full.score)
+        if on_policy.score_bound >= full.score:
+            on = _bound_proves_cutoff(on_policy, full.score, full)
+    if on is None:
+        on = solve_one(on_policy, second)
+    _reprice(problem, on)
+    if on.status is Status.ERROR or all(r.plan is None for r in (on, full)):
+        on.wall_time = time.perf_counter() - started
+        return on
     return _combine(problem, full, on, options, started)
 
 
@@ -173,9 +218,9 @@ def _combine(
         label = "full plan space" if other is full else "on-policy"
         message = "; ".join(part for part in (message, f"{label}: {other.message}") if part)
     summary = staleness_summary(problem, best.plan, best.makespan)
-    if other is full and full.stats.get("cutoff_proved"):
-        # The full solve proved only that no plan is below its cutoff: that is what is known.
-        summary["off_policy_bound_s"] = full.bound
+    if other.stats.get("cutoff_proved"):
+        # The other solve proved only that no plan is below its cutoff: that is what is known.
+        summary["off_policy_bound_s" if other is full else "on_policy_bound_s"] = other.bound
     elif other.plan is not None and other.status.has_plan:
         summary.update(
             alternative="best on-policy plan" if other is on else "best off-policy plan",
@@ -252,6 +297,9 @@ def describe_staleness(result: Result) -> str | None:
     words = "off-policy" if summary["off_policy"] else "on-policy"
     if summary["off_policy"] and penalty > 0:
         words += f" (score = step time x {1 + penalty:g}, lambda_stale {penalty:g})"
+    on_proven = summary.get("on_policy_bound_s")
+    if on_proven is not None and summary["off_policy"]:
+        return words + f"; no on-policy plan is under {on_proven / k:.4f} s/step (proven)"
     other = summary["alternative_makespan_s"]
     where = summary["alternative"]
     if other is None:

@@ -59,17 +59,18 @@ def each_template(name: str) -> Callable[[Callable[..., Result]], Callable[..., 
     return decorate
 
 
-def with_staleness_switch(solve_one: Backend) -> Backend:
+def with_staleness_switch(solve_one: Backend, off_policy_first: bool = False) -> Backend:
     """``solve_one`` on a one-template problem, through the staleness switch when it applies.
 
     The switch (:func:`rlplan.solvers.staleness.solve_staleness`) runs when
     the template's plan space has on- and off-policy plans and
     ``lambda_stale`` is above 0; otherwise ``solve_one`` runs as is.
+    ``off_policy_first`` solves the full space first.
     """
 
     def solve(problem: Problem, options: SolveOptions) -> Result:
         if problem.staleness_switch:
-            return solve_staleness(problem, options, solve_one)
+            return solve_staleness(problem, options, solve_one, off_policy_first)
         return solve_one(problem, options)
 
     return solve

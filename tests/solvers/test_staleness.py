@@ -367,3 +367,124 @@ def test_the_full_solve_is_skipped_when_the_plan_independent_bound_reaches_its_c
     assert result.stats["staleness_switch"]["full_unpenalised"]["message"].startswith(
         "not solved: the plan-independent bound"
     )
+
+
+def test_a_cut_solve_in_auto_starts_from_a_local_search_below_its_cutoff(monkeypatch):
+    """With lambda_stale 0.001 the off-policy plan wins the flip instance (13.2541 x 1.001 =
+    13.2673 s < 13.3170 s). Hinted with the on-policy optimum, auto's full unpenalised solve
+    is cut off at 13.3170 / 1.001 = 13.3037 s, which the hint (13.3170 s) is above, so a
+    local search on that space runs first and CP-SAT starts from its plan. The search is
+    replaced by one that returns the oracle's off-policy plan (13.2541 s): the local
+    search itself cannot find it from the hint, since it needs staleness 1 and a new run
+    order at once (staleness 1 alone: 14.0230 s)."""
+    from rlplan.solvers import auto, portfolio
+
+    problem = flip_problem(0.001)
+    on_plan = exhaustive.solve(problem.on_policy(), SolveOptions(time_limit=60)).plan
+    unpenalised = problem.without_stale_penalty()
+    off_plan = exhaustive.solve(unpenalised, SolveOptions(time_limit=60)).plan
+    searched = []
+
+    def search(variant, start, options, time_limit, evaluations=None):
+        searched.append(variant.simulator.evaluate(start).score)
+        return off_plan, {}
+
+    seen = []
+    original = portfolio.solve_with_hint
+
+    def recording(variant, options, start, time_limit, *args, **kwargs):
+        seen.append((options.cutoff, variant.simulator.evaluate(start).score))
+        return original(variant, options, start, time_limit, *args, **kwargs)
+
+    monkeypatch.setattr(auto, "improve", search)
+    monkeypatch.setattr(portfolio, "solve_with_hint", recording)
+    result = auto._exact(problem, SolveOptions(time_limit=30, threads=1), on_plan, 30.0)
+    (on_cutoff, on_start), (cutoff, start) = seen
+    # The on-policy solve is cut off at the hint's score, which the hint is at: no search.
+    assert on_cutoff == on_start == pytest.approx(ON_POLICY, rel=1e-9)
+    assert searched == [pytest.approx(ON_POLICY, rel=1e-9)]
+    assert cutoff == pytest.approx(ON_POLICY / 1.001, rel=1e-9)
+    assert start == pytest.approx(OFF_POLICY, rel=1e-9)
+    assert result.plan.staleness_map == {"actor": 1}
+    assert result.score == pytest.approx(OFF_POLICY * 1.001, rel=REL)
+
+
+def test_auto_hints_cp_sat_with_the_unpenalised_local_plan_when_it_scores_better(monkeypatch):
+    """The flip instance at lambda_stale 0.001: the search under the penalty ends at the
+    on-policy optimum (13.3170 s; replaced here by a search that returns its start), the
+    one without the penalty at the off-policy plan (13.2541 s x 1.001 = 13.2673 s, the
+    oracle's plan standing in for it). auto keeps the better score and hints CP-SAT
+    with it."""
+    from rlplan.solvers import auto
+
+    problem = flip_problem(0.001)
+    off_plan = exhaustive.solve(problem.without_stale_penalty(), SolveOptions(time_limit=60)).plan
+    on_plan = exhaustive.solve(problem.on_policy(), SolveOptions(time_limit=60)).plan
+    penalties = []
+
+    def search(variant, start, options, time_limit, evaluations=None):
+        penalties.append(variant.instance.lambda_stale)
+        plan = off_plan if variant.instance.lambda_stale == 0 else on_plan
+        return plan, {"interrupted": False}
+
+    hints = []
+    original = auto._exact
+
+    def exact(variant, options, hint, time_limit):
+        hints.append(problem.simulator.evaluate(hint).score)
+        return original(variant, options, hint, time_limit)
+
+    from rlplan.solvers import templates
+
+    orders = []
+    switch = templates.solve_staleness
+
+    def recording_switch(variant, options, solve_one, off_policy_first=False):
+        orders.append(off_policy_first)
+        return switch(variant, options, solve_one, off_policy_first)
+
+    monkeypatch.setattr(auto, "improve", search)
+    monkeypatch.setattr(auto, "_exact", exact)
+    monkeypatch.setattr(templates, "solve_staleness", recording_switch)
+    result = auto.solve(problem, SolveOptions(time_limit=20, threads=1))
+    assert penalties[:2] == [0.001, 0.0]
+    assert hints == [pytest.approx(OFF_POLICY * 1.001, rel=1e-9)]
+    assert orders == [True]  # an off-policy hint: the full space first
+    assert result.stats["unpenalised_local_makespan"] == pytest.approx(OFF_POLICY, rel=1e-9)
+    assert result.plan.staleness_map == {"actor": 1}
+
+
+def test_off_policy_first_cuts_the_on_policy_solve_at_the_full_plans_score():
+    """The flip instance at lambda_stale 0.001, the full space first: its optimum, the
+    off-policy plan (13.2541 s), scores 13.2541 x 1.001 = 13.2673 s, so the on-policy
+    solve runs cut off there. Standing in for a backend that proves its cut space empty
+    (the oracle takes no cutoff), the on-policy result keeps the oracle's plan (13.3170 s)
+    with the cutoff as its bound. The result: the off-policy plan, bound min(13.2673,
+    1.001 x 13.2541) = 13.2673 s: OPTIMAL, and the summary says no on-policy plan is
+    under 13.2673 / 2 = 6.6337 s/step."""
+    from rlplan.solvers import staleness
+
+    problem = flip_problem(0.001)
+    calls = []
+
+    def solve_one(variant, options):
+        calls.append((variant.instance.lambda_stale, options.cutoff))
+        result = exhaustive.solve(variant, options)
+        if options.cutoff is None:
+            return result
+        return dataclasses.replace(
+            result, status=Status.FEASIBLE, bound=options.cutoff, stats={"cutoff_proved": True}
+        )
+
+    result = staleness.solve_staleness(
+        problem, SolveOptions(time_limit=20), solve_one, off_policy_first=True
+    )
+    score = OFF_POLICY * 1.001
+    assert calls == [(0.0, None), (0.001, pytest.approx(score, rel=1e-9))]
+    assert result.plan.staleness_map == {"actor": 1}
+    assert result.status is Status.OPTIMAL
+    assert result.bound == pytest.approx(score, rel=1e-9)
+    assert result.policy["on_policy_bound_s"] == pytest.approx(score, rel=1e-9)
+    assert describe_staleness(result).endswith(
+        f"no on-policy plan is under {score / 2:.4f} s/step (proven)"
+    )
