@@ -74,6 +74,10 @@ class _ExactPhase:
     bound_source: str | None = None
     message: str = ""
     templates: dict | None = None
+    #: The exact result's plan and what it knows of the other kind of plan
+    #: (the staleness switch's :attr:`Result.policy`).
+    plan: Plan | None = None
+    policy: dict | None = None
 
 
 def solve(problem: Problem, options: SolveOptions) -> Result:
@@ -144,7 +148,7 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
             best.offer(refined)
     # exact.bound bounds the score; plan_result takes a makespan bound for one template.
     bound = None if exact.bound is None else exact.bound / problem.score_factor
-    return plan_result(
+    result = plan_result(
         problem,
         "auto",
         best.plan,
@@ -156,6 +160,10 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
         templates=templates,
         bound_source=exact.bound_source,
     )
+    if exact.policy is not None and exact.plan is not None and exact.plan == best.plan:
+        # The switch's summary of the same plan: the other kind's best plan or proven bound.
+        result.policy = exact.policy
+    return result
 
 
 def _exact_phase(
@@ -190,6 +198,7 @@ def _exact_phase(
         phase.message = f"CP-SAT result rejected ({exact.message}); {outcome}"
         return phase
     phase.bound, phase.bound_source = exact.bound, exact.bound_source
+    phase.plan, phase.policy = exact.plan, exact.policy
     if exact.plan is None or exact.stats.get("returned_start"):
         # CP-SAT handed back the local plan: its bound (if any) still counts.
         phase.message = f"CP-SAT did not improve on the local plan ({exact.message})"

@@ -452,6 +452,12 @@ def test_auto_hints_cp_sat_with_the_unpenalised_local_plan_when_it_scores_better
     assert orders == [True]  # an off-policy hint: the full space first
     assert result.stats["unpenalised_local_makespan"] == pytest.approx(OFF_POLICY, rel=1e-9)
     assert result.plan.staleness_map == {"actor": 1}
+    # The cut on-policy solve proved no on-policy plan under 13.2673 s, and the summary
+    # says so rather than pricing the same placement at staleness 0.
+    assert result.policy["on_policy_bound_s"] == pytest.approx(OFF_POLICY * 1.001, rel=REL)
+    assert describe_staleness(result).endswith(
+        f"no on-policy plan is under {OFF_POLICY * 1.001 / 2:.4f} s/step (proven)"
+    )
 
 
 def test_off_policy_first_cuts_the_on_policy_solve_at_the_full_plans_score():
