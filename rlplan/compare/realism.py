@@ -5,7 +5,8 @@ Every instance in ``instances/published/`` carries a ``reference`` section
 sits beside ``NAME.plan.json``, the published configuration as a plan. This
 module simulates each published plan and prints predicted / measured for
 the step and for every measured phase, then solves the instance and prints
-the planner's best step time and its speed-up over the published plan.
+the planner's best plan's steady step time (measured as the published
+plan's is) and its speed-up over the published plan.
 Runs that name a ``reference.pair`` (the same setup run synchronously and
 asynchronously) are compared as a pair: the measured speed-up of one over the
 other against the predicted one.
