@@ -258,15 +258,8 @@ def _unpenalised_local(
     :data:`LOCAL_EVALUATIONS` evaluations; its plan is judged by its score
     under the penalty.
     """
-    quiet = dataclasses.replace(options, progress=SilentProgress())
-    plan, _ = improve(
-        problem.without_stale_penalty(),
-        start,
-        quiet,
-        min(LOCAL_SHARE * options.time_limit, _remaining(options, started)),
-        min(problem.instance.optimizer.e_max, LOCAL_EVALUATIONS),
-    )
-    return plan
+    limit = min(LOCAL_SHARE * options.time_limit, _remaining(options, started))
+    return _quiet_search(problem.without_stale_penalty(), start, options, limit)
 
 
 def _below_cutoff(problem: Problem, start: Plan, options: SolveOptions) -> Plan:
@@ -280,15 +273,17 @@ def _below_cutoff(problem: Problem, start: Plan, options: SolveOptions) -> Plan:
     """
     if options.cutoff is None or problem.simulator.evaluate(start).score <= options.cutoff:
         return start
-    # Silent: its scores are the cut space's, not the solve's.
+    return _quiet_search(problem, start, options, LOCAL_SHARE * options.time_limit)
+
+
+def _quiet_search(space: Problem, start: Plan, options: SolveOptions, time_limit: float) -> Plan:
+    """A short local search on ``space`` (at most :data:`LOCAL_EVALUATIONS` evaluations).
+
+    Its progress is not shown: its scores are ``space``'s, not the solve's.
+    """
     quiet = dataclasses.replace(options, progress=SilentProgress())
-    plan, _ = improve(
-        problem,
-        start,
-        quiet,
-        LOCAL_SHARE * options.time_limit,
-        min(problem.instance.optimizer.e_max, LOCAL_EVALUATIONS),
-    )
+    evaluations = min(space.instance.optimizer.e_max, LOCAL_EVALUATIONS)
+    plan, _ = improve(space, start, quiet, time_limit, evaluations)
     return plan
 
 

@@ -77,26 +77,15 @@ def solve_staleness(
     # Each space's problem is built (its candidate directory: about a second at 1,024
     # GPUs) before its share of the limit is measured, so the build counts against it.
     on_policy = problem.on_policy()
-    half = (options.time_limit - (time.perf_counter() - started)) / 2
-    on = solve_one(on_policy, dataclasses.replace(options, time_limit=max(half, 0.05)))
-    _reprice(problem, on)
+    on = _solve_first(problem, on_policy, options, solve_one, started, "on-policy solve")
     if on.status is Status.ERROR:
-        on.message = f"on-policy solve: {on.message}"
-        on.wall_time = time.perf_counter() - started
         return on
     unpenalised = problem.without_stale_penalty()
-    remaining = options.time_limit - (time.perf_counter() - started)
-    second = dataclasses.replace(options, time_limit=max(remaining, 0.05))
-    full = None
-    if on.plan is not None and on.status.has_plan:
-        # Only an unpenalised score below S_on / (1 + lambda_stale) beats the on-policy plan.
-        cutoff = on.score / (1.0 + problem.instance.lambda_stale)
-        second = second.with_cutoff(cutoff)
-        if unpenalised.score_bound >= cutoff:
-            full = _bound_proves_cutoff(unpenalised, cutoff, on)
-    if full is None:
-        full = solve_one(unpenalised, second)
-    _reprice(problem, full)
+    # Only an unpenalised score below S_on / (1 + lambda_stale) beats the on-policy plan.
+    cutoff = _score_of(on)
+    if cutoff is not None:
+        cutoff /= 1.0 + problem.instance.lambda_stale
+    full = _solve_cut(problem, unpenalised, options, solve_one, started, cutoff, on)
     if full.status is Status.ERROR or all(r.plan is None for r in (on, full)):
         full.wall_time = time.perf_counter() - started
         return full
@@ -124,43 +113,83 @@ def _solve_off_policy_first(
     """
     unpenalised = problem.without_stale_penalty()
     on_policy = problem.on_policy()
-    half = (options.time_limit - (time.perf_counter() - started)) / 2
-    full = solve_one(unpenalised, dataclasses.replace(options, time_limit=max(half, 0.05)))
-    _reprice(problem, full)
+    full = _solve_first(problem, unpenalised, options, solve_one, started, "full plan space solve")
     if full.status is Status.ERROR:
-        full.message = f"full plan space solve: {full.message}"
-        full.wall_time = time.perf_counter() - started
         return full
-    remaining = options.time_limit - (time.perf_counter() - started)
-    second = dataclasses.replace(options, time_limit=max(remaining, 0.05))
-    on = None
-    if full.plan is not None and full.status.has_plan:
-        second = second.with_cutoff(full.score)
-        if on_policy.score_bound >= full.score:
-            on = _bound_proves_cutoff(on_policy, full.score, full)
-    if on is None:
-        on = solve_one(on_policy, second)
-    _reprice(problem, on)
+    on = _solve_cut(problem, on_policy, options, solve_one, started, _score_of(full), full)
     if on.status is Status.ERROR or all(r.plan is None for r in (on, full)):
         on.wall_time = time.perf_counter() - started
         return on
     return _combine(problem, full, on, options, started)
 
 
-def _bound_proves_cutoff(unpenalised: Problem, cutoff: float, on: Result) -> Result:
-    """The full solve's result when the plan-independent bound is already at its cutoff.
+def _solve_first(
+    problem: Problem,
+    space: Problem,
+    options: SolveOptions,
+    solve_one: Backend,
+    started: float,
+    label: str,
+) -> Result:
+    """The first solve of the switch: ``space`` in half the time left, priced under ``problem``.
 
-    No unpenalised plan scores below ``unpenalised.score_bound``
-    (docs/cost-model.md#lower-bounds), so no off-policy plan beats the
-    on-policy one and the exact solve would only prove that again.
+    An ERROR comes back with ``label`` in its message and the switch's wall time.
     """
-    bound = unpenalised.score_bound
+    half = (options.time_limit - (time.perf_counter() - started)) / 2
+    first = solve_one(space, dataclasses.replace(options, time_limit=max(half, 0.05)))
+    _reprice(problem, first)
+    if first.status is Status.ERROR:
+        first.message = f"{label}: {first.message}"
+        first.wall_time = time.perf_counter() - started
+    return first
+
+
+def _solve_cut(
+    problem: Problem,
+    space: Problem,
+    options: SolveOptions,
+    solve_one: Backend,
+    started: float,
+    cutoff: float | None,
+    first: Result,
+) -> Result:
+    """The second solve: ``space`` in the time left, cut off at ``cutoff`` (None: uncut).
+
+    Not run when the space's plan-independent bound already reaches the
+    cutoff (:func:`_bound_proves_cutoff`). Priced under ``problem``.
+    """
+    remaining = options.time_limit - (time.perf_counter() - started)
+    second = dataclasses.replace(options, time_limit=max(remaining, 0.05))
+    result = None
+    if cutoff is not None:
+        second = second.with_cutoff(cutoff)
+        if space.score_bound >= cutoff:
+            result = _bound_proves_cutoff(space, cutoff, first)
+    if result is None:
+        result = solve_one(space, second)
+    _reprice(problem, result)
+    return result
+
+
+def _score_of(result: Result) -> float | None:
+    """``result``'s score when it has a plan, else None."""
+    return result.score if result.plan is not None and result.status.has_plan else None
+
+
+def _bound_proves_cutoff(space: Problem, cutoff: float, first: Result) -> Result:
+    """The cut second solve's result when ``space``'s plan-independent bound reaches its cutoff.
+
+    No plan of ``space`` scores below ``space.score_bound``
+    (docs/cost-model.md#lower-bounds), so none beats the first solve's plan
+    and the exact solve would only prove that again.
+    """
+    bound = space.score_bound
     return Result(
         Status.UNKNOWN,
-        on.solver,
-        k_eval=unpenalised.instance.k_eval,
+        first.solver,
+        k_eval=space.instance.k_eval,
         bound=bound,
-        bound_source=unpenalised.score_bound_source,
+        bound_source=space.score_bound_source,
         wall_time=0.0,
         stats={"cutoff_proved": True, "skipped": True},
         message=(

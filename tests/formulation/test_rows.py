@@ -56,6 +56,21 @@ def _feasible_plans(problem: Problem) -> list[Plan]:
     return plans
 
 
+def _simulated(problem: Problem, plan: Plan):
+    """The formulation of ``plan``, its canonical form and assignments, its trace, and
+    each run's simulated start and end (by run id)."""
+    f = build_formulation(problem, problem.simulator.evaluate(plan).makespan)
+    plan = f.canonical(plan)  # the formulation only holds the root's canonical blocks
+    chosen = [f.assignment_of(v, p) for v, p in enumerate(plan.placements)]
+    trace = problem.simulator.simulate(plan)
+    names = problem.directory.template.names
+    start, end = {}, {}
+    for (vertex, step), span in trace.run_spans().items():
+        run = f.run(names.index(vertex), step)
+        start[run], end[run] = span
+    return f, plan, chosen, trace, start, end
+
+
 @pytest.mark.parametrize("path", INSTANCES, ids=lambda p: p.stem)
 def test_lag_rows_hold_and_bind_on_simulated_schedules(path: Path) -> None:
     problem = Problem.from_instance(load_instance(str(path)))
@@ -63,15 +78,8 @@ def test_lag_rows_hold_and_bind_on_simulated_schedules(path: Path) -> None:
     assert plans
     tight_lag_rows = 0
     for plan in plans:
-        f = build_formulation(problem, problem.simulator.evaluate(plan).makespan)
-        plan = f.canonical(plan)  # the formulation only holds the root's canonical blocks
-        chosen = [f.assignment_of(v, p) for v, p in enumerate(plan.placements)]
-        trace = problem.simulator.simulate(plan)
+        f, plan, chosen, trace, start, end = _simulated(problem, plan)
         names = problem.directory.template.names
-        start, end = {}, {}
-        for (vertex, step), span in trace.run_spans().items():
-            run = f.run(names.index(vertex), step)
-            start[run], end[run] = span
         transfers = {
             (
                 f.run(names.index(event.vertex), event.step),
@@ -239,15 +247,7 @@ def test_window_rows_hold_on_simulated_schedules(path: Path) -> None:
     problem = Problem.from_instance(load_instance(str(path)))
     tighter = 0
     for plan in _feasible_plans(problem):
-        f = build_formulation(problem, problem.simulator.evaluate(plan).makespan)
-        plan = f.canonical(plan)
-        chosen = [f.assignment_of(v, p) for v, p in enumerate(plan.placements)]
-        trace = problem.simulator.simulate(plan)
-        names = problem.directory.template.names
-        start, end = {}, {}
-        for (vertex, step), span in trace.run_spans().items():
-            run = f.run(names.index(vertex), step)
-            start[run], end[run] = span
+        f, plan, chosen, _, start, end = _simulated(problem, plan)
         makespan = max(end.values())
         area = sum(c for v, i, c in rows.area_terms(f) if chosen[v] == i) * f.unit
         slack_of_area = f.problem.directory.cluster.num_gpus * makespan - area
