@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from rlplan.compare import realism
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.plan import read_plan
+from rlplan.rpeg.schema.instance import load_instance
 from rlplan.solvers import get_solver
 from rlplan.solvers.options import SolveOptions
 
@@ -189,3 +191,47 @@ def test_the_best_plan_is_measured_as_the_published_one():
     assert result.plan.staleness_map == {"actor": 1}
     assert result.plan.order is not None  # the k - 1 steps keep its order's prefix
     assert best < result.step_time - 0.05
+
+
+def test_an_off_policy_published_plan_reports_its_period_and_its_unrolled_mean(tmp_path):
+    """Published asynchronous runs report both step measures.
+
+    nemo_rl_v05_grpo_llama31_8b_async_2x8_h100 (staleness 1, k_eval 4): the period of the
+    plan repeated without end is its steady step (the training side I + R + T, see the
+    test above), while makespan(4) / 4 also holds the first rollout's fill.
+    """
+    name = "nemo_rl_v05_grpo_llama31_8b_async_2x8_h100"
+    instance_path = realism.PUBLISHED / f"{name}.yaml"
+    check, problem, plan = realism.check_run(instance_path, instance_path.with_suffix(".plan.json"))
+    trace = problem.simulator.simulate(plan)
+    assert check.period_s == pytest.approx(check.predicted_s, rel=1e-9)
+    assert check.unrolled_s == pytest.approx(trace.makespan / 4, rel=1e-12)
+    assert check.unrolled_s > check.period_s + 5.0
+    table = realism.render_table([check])
+    assert f"{check.period_s:9.1f}" in table and f"{check.unrolled_s:9.1f}" in table
+    on_policy = realism.PUBLISHED / "nemo_rl_v05_grpo_llama31_8b_2x8_h100.yaml"
+    synchronous, _, _ = realism.check_run(on_policy, on_policy.with_suffix(".plan.json"))
+    assert synchronous.period_s is None and synchronous.unrolled_s is None
+
+
+def test_the_best_plan_of_an_off_policy_instance_is_the_steady_state_optimum():
+    """Where staleness 1 is allowed, the planner's plan is solved for its long-run step.
+
+    tiny_lag_grpo_2gpu_async at k_eval 2 (tests/solvers/test_steady_state.py derives both
+    optima by hand): the makespan(2) optimum is on-policy, and its long-run step is the
+    step plus the refit its first step skips, 3.2538 s; the steady-state optimum is one
+    step stale with period d_G + l_GR + d_R = 2.9617 s, 0.29 s faster.
+    """
+    path = Path(__file__).resolve().parents[2] / "instances" / "tiny_lag_grpo_2gpu_async.yaml"
+    instance = load_instance(str(path))
+    optimizer = dataclasses.replace(instance.optimizer, k_eval=2)
+    problem = Problem.from_instance(dataclasses.replace(instance, optimizer=optimizer))
+    makespan = get_solver("auto")(problem, SolveOptions(time_limit=10, threads=1))
+    assert makespan.plan.staleness_map == {"actor": 0}
+    marginal = realism.steady_step_time(
+        problem, makespan.plan, problem.simulator.simulate(makespan.plan)
+    )
+    assert marginal == pytest.approx(3.2538, abs=1e-4)
+    best, status = realism.solve_best(problem, 10, 1)
+    assert status == "OPTIMAL"
+    assert best == pytest.approx(2.9617, abs=1e-4)
