@@ -66,6 +66,18 @@ FITTED: tuple[Knob, ...] = (
 )
 
 
+#: The knob fitted to the phases of the mixture-of-experts runs that publish them
+#: (docs/cost-model.md#fitted-knobs); the other MoE runs check it.
+FITTED_MOE = Knob(
+    "moe_expert_overhead",
+    0.0,
+    0.005,
+    "fixed time per expert a GPU holds, MoE layer and pass of Megatron's token "
+    "dispatcher; no public measurement isolates it, one published run times the "
+    "training and log-prob phases of an MoE step apart",
+)
+
+
 @dataclass(frozen=True)
 class Run:
     """A published run: its instance (as loaded) and its plan file."""
@@ -96,6 +108,30 @@ def load_runs(folder: Path = PUBLISHED) -> list[Run]:
         if not any(spec.is_moe for spec in instance.models.values()):
             runs.append(Run(instance_path, plan_path, instance))
     return runs
+
+
+def load_moe_runs(folder: Path = PUBLISHED) -> list[Run]:
+    """The published runs of a mixture of experts that publish phase times."""
+    runs = []
+    for instance_path, plan_path in published_runs(folder):
+        instance = load_instance(instance_path)
+        moe = any(spec.is_moe for spec in instance.models.values())
+        if moe and instance.reference is not None and instance.reference.phases:
+            runs.append(Run(instance_path, plan_path, instance))
+    return runs
+
+
+def phase_loss(runs: Sequence[Run], values: dict[str, float]) -> float:
+    """Sum of squared log errors of the phases of ``runs`` at ``values``."""
+    return sum(math.log(phase.ratio) ** 2 for run in runs for phase in predict(run, values).phases)
+
+
+def fit_moe(runs: Sequence[Run], tolerance: float = 1e-6) -> float:
+    """:data:`FITTED_MOE`'s value minimising :func:`phase_loss` over ``runs``."""
+    knob = FITTED_MOE
+    return golden_section(
+        lambda value: phase_loss(runs, {knob.field: value}), knob.low, knob.high, tolerance
+    )
 
 
 def with_knobs(instance: Instance, values: dict[str, float]) -> Instance:
@@ -227,6 +263,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(render(runs, fitted, rows))
+    moe_runs = load_moe_runs(Path(args.folder))
+    if moe_runs:
+        value = fit_moe(moe_runs)
+        names = ", ".join(run.name for run in moe_runs)
+        print(
+            f"\n{FITTED_MOE.field} = {value:.3g} s, fitted to the phases of {names} "
+            f"(loss {phase_loss(moe_runs, {FITTED_MOE.field: value}):.4f})"
+        )
     return 0
 
 

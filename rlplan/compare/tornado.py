@@ -33,7 +33,7 @@ FRACTION_LIMITS = {"decode_bw_eff": 1.0, "gemm_efficiency": 1.0, "memory_reserve
 #: Fields that price only routed experts: the tornado varies them by default
 #: only when some model of the instance is a mixture of experts (on a dense
 #: instance they change nothing).
-MOE_FIELDS = ("moe_imbalance",)
+MOE_FIELDS = ("moe_imbalance", "moe_expert_overhead")
 #: Tornado factors.
 LOW, HIGH = 0.5, 1.5
 _UNITS = {
@@ -54,6 +54,7 @@ _UNITS = {
     "memory_reserve": "fraction",
     "non_gemm_ratio": "ratio",
     "moe_imbalance": "ratio",
+    "moe_expert_overhead": "s",
 }
 
 

@@ -77,3 +77,19 @@ def test_leave_one_out_needs_two_runs(tmp_path, capsys):
     shutil.copytree(TINY, folder)
     assert calibration.main(["--folder", str(folder)]) == 2
     assert "at least two" in capsys.readouterr().out
+
+
+def test_the_moe_default_is_the_fit_to_the_published_moe_phases():
+    """moe_expert_overhead's default is what the fit gives on the MoE runs with phases.
+
+    Only the B200 Qwen3-30B-A3B run publishes phases: its policy-training and
+    log-prob phases leave 7.50 ms and 7.97 ms per MoE layer and pass (16 experts
+    a GPU, 0.469 and 0.498 ms an expert) above the model without the knob; the
+    log-squared fit lies between them.
+    """
+    runs = calibration.load_moe_runs()
+    assert [run.name for run in runs] == ["nemo_rl_grpo_qwen3_30b_a3b_4x8_b200"]
+    fitted = calibration.fit_moe(runs)
+    assert 0.469e-3 < fitted < 0.498e-3
+    default = Hardware.__dataclass_fields__["moe_expert_overhead"].default
+    assert fitted == pytest.approx(default, abs=1e-5)

@@ -26,12 +26,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 #: Shipped runs the model does not hold inside their band, and why (strict: a run
 #: that comes back inside fails, so the list cannot go stale).
-OUTSIDE_THE_BAND = {
-    "nemo_rl_grpo_qwen3_30b_a3b_4x8_h100": (
-        "0.47x: generation of a small-expert MoE with tp-sharded experts is priced at the "
-        "roofline; no per-phase time is published to say which phase is short"
-    ),
-}
+OUTSIDE_THE_BAND: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")

@@ -88,11 +88,13 @@ def test_default_tornado_of_a_dense_instance_leaves_moe_imbalance_out(tmp_path, 
     terminal names it; the MoE instance gets both of its sides."""
     dense = load_document(str(TINY_GRPO))
     fields, _, left_out, variants = _tornado_variants(dense, "tiny_grpo_2gpu", None)
-    assert "moe_imbalance" not in fields and left_out == ["moe_imbalance"]
-    assert not [v for v in variants if v.key.startswith("moe_imbalance")]
+    assert "moe_imbalance" not in fields
+    assert left_out == ["moe_imbalance", "moe_expert_overhead"]
+    assert not [v for v in variants if v.key.startswith("moe_")]
     assert "flops_per_gpu-low" in [v.key for v in variants]
     print_tornado([], 1.0, [], left_out)
-    assert "not varied (no mixture-of-experts model): moe_imbalance" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "not varied (no mixture-of-experts model): moe_imbalance, moe_expert_overhead" in printed
     moe = load_document(str(tiny_moe(tmp_path)))
     fields, _, left_out, variants = _tornado_variants(moe, "tiny_moe_grpo_2gpu", None)
     assert fields["moe_imbalance"] == pytest.approx(1.18) and left_out == []

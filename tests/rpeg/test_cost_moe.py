@@ -7,6 +7,9 @@ b = ceil(4/2) = 2 sequences of l = 8 per microbatch, M = 16 tokens per GPU.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+
 import pytest
 
 from rlplan.compare.sweep import tornado_values
@@ -15,15 +18,18 @@ from rlplan.rpeg.model.blocks import GroupLevels
 from rlplan.rpeg.model.collectives import hierarchical_alltoall_time
 from rlplan.rpeg.model.cost import Strategy
 from rlplan.rpeg.model.experts import context_kv_bytes
+from rlplan.rpeg.schema.fingerprint import instance_fingerprint
 from rlplan.rpeg.schema.hardware import DEFAULT_MOE_IMBALANCE
 from rlplan.rpeg.schema.models import ModelSpec
 from tests.rpeg.conftest import build_instance
 from tests.rpeg.moe_instance import (
     ALPHA_COLL,
     ALPHA_P2P,
+    GENERATE,
     INFER,
     LEVELS,
     NODE,
+    SMALL_INSTANCE,
     TRAIN,
     moe_cost,
     moe_data,
@@ -272,3 +278,44 @@ def test_all_to_all_of_an_expert_group_over_two_nodes():
     spec = cost.instance.models["actor"]
     levels = GroupLevels("g", "g", "n", "g", "n", (0, 1, 0))
     assert cost.all_to_all(spec, A, 16.0, levels) == pytest.approx(2.3072e-5, rel=1e-12)
+
+
+def test_the_moe_layers_fixed_time():
+    # hardware.moe_expert_overhead x per expert a GPU holds, MoE layer and pass.
+    # A (ep 2 of E = 4): 2 experts per GPU, 2 MoE layers: 2 * 2 * x = 4x per pass.
+    # Train: 1 slot (mb 1, pp 1) of 2 passes: + 8x; infer: 1 slot of 1 pass: + 4x;
+    # ep 1 holds all 4 experts: + 8x per pass. The rollout (vLLM) pays none of it.
+    x = 1e-3
+    plain, timed = moe_cost(), moe_cost(hardware__moe_expert_overhead=x)
+    spec = timed.instance.models["actor"]
+    assert timed.dispatch_time(spec, A) == pytest.approx(2 * x, rel=1e-12)
+    train = timed.run_time(TRAIN, NODE, A) - plain.run_time(TRAIN, NODE, A)
+    assert train == pytest.approx(8 * x, rel=1e-9)
+    infer = timed.run_time(INFER, NODE, A) - plain.run_time(INFER, NODE, A)
+    assert infer == pytest.approx(4 * x, rel=1e-9)
+    whole = Strategy(2, 1, 2, 1)
+    infer = timed.run_time(INFER, NODE, whole) - plain.run_time(INFER, NODE, whole)
+    assert infer == pytest.approx(8 * x, rel=1e-9)
+    rollout = Strategy(2, 1, 2, 0, max_num_seqs=256)
+    assert timed.run_time(GENERATE, NODE, rollout) == plain.run_time(GENERATE, NODE, rollout)
+    # The report's parts put it with the all-to-all, and still sum to the run time.
+    parts = timed.time_parts(TRAIN, NODE, A)
+    assert sum(parts.values()) == pytest.approx(timed.run_time(TRAIN, NODE, A), rel=1e-12)
+    assert parts["all_to_all"] - plain.time_parts(TRAIN, NODE, A)["all_to_all"] == (
+        pytest.approx(8 * x, rel=1e-9)
+    )
+
+
+def test_the_fixed_time_is_in_an_moe_instances_fingerprint_only():
+    """A plan file of an MoE instance records moe_expert_overhead; a dense one does not,
+    so dense plan files written before the knob keep their fingerprint."""
+
+    def changed(instance):
+        hardware = dataclasses.replace(instance.hardware, moe_expert_overhead=1e-3)
+        return dataclasses.replace(instance, hardware=hardware)
+
+    moe = moe_cost().instance
+    assert instance_fingerprint(changed(moe)) != instance_fingerprint(moe)
+    dense = build_instance(copy.deepcopy(SMALL_INSTANCE))
+    assert not any(spec.is_moe for spec in dense.models.values())
+    assert instance_fingerprint(changed(dense)) == instance_fingerprint(dense)

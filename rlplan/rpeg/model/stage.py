@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-from rlplan.rpeg.model.experts import moe_dense_parameters
+from rlplan.rpeg.model.experts import is_rollout, moe_dense_parameters
 from rlplan.rpeg.model.parameters import (
     attention_parameters,
     head_parameters,
@@ -44,6 +44,9 @@ class StageParts(NamedTuple):
     tp_comm, all_to_all, cp_comm, pp_comm
         The tp all-reduces, the MoE dispatch and combine, the cp ring
         exchange of K and V, and the pipeline p2p.
+    dispatch
+        The MoE layers' fixed time per pass, ``moe_layers *
+        hardware.moe_expert_overhead``.
     moe_layers
         MoE layers of this stage (0 for a dense model).
     """
@@ -56,6 +59,7 @@ class StageParts(NamedTuple):
     cp_comm: float
     pp_comm: float
     moe_layers: int
+    dispatch: float = 0.0
 
     @property
     def gemm(self) -> float:
@@ -64,8 +68,8 @@ class StageParts(NamedTuple):
 
     @property
     def comm(self) -> float:
-        """Communication paid once per pass and layer: tp, all-to-all and cp."""
-        return self.tp_comm + self.all_to_all + self.cp_comm
+        """Paid once per pass and layer: tp, all-to-all, cp and the MoE layers' fixed time."""
+        return self.tp_comm + self.all_to_all + self.cp_comm + self.dispatch
 
 
 class StageTerms:
@@ -95,8 +99,10 @@ class StageTerms:
         attention = 2 * square_per_sequence * spec.q_width * sequences / cp
         layer_flops = (2 * layer_params * tokens + attention) / tp
         head_flops = 2 * head_params * tokens / tp
-        experts = all_to_all = cp_comm = 0.0
+        experts = all_to_all = cp_comm = dispatch = 0.0
         if moe_layers:
+            if not is_rollout(strategy):
+                dispatch = moe_layers * self.dispatch_time(spec, strategy)
             moe_flops = (2 * moe_params * tokens + attention) / tp
             flops = (stage_layers - moe_layers) * layer_flops + moe_layers * moe_flops + head_flops
             experts = moe_layers * self.expert_gemm(spec, strategy, tokens)
@@ -112,8 +118,16 @@ class StageTerms:
             cp_comm = stage_layers * self.context_ring(spec, strategy, tokens, levels)
         pp_comm = self.p2p(tokens * d * BF16, levels[1]) if pp > 1 else 0.0
         return StageParts(
-            gemm, experts, non_gemm, tp_comm, all_to_all, cp_comm, pp_comm, moe_layers
+            gemm, experts, non_gemm, tp_comm, all_to_all, cp_comm, pp_comm, moe_layers, dispatch
         )
+
+    def dispatch_time(self, spec, strategy: Strategy) -> float:
+        """Fixed seconds of one MoE layer's pass on a train or infer GPU.
+
+        ``hardware.moe_expert_overhead`` per expert the GPU holds, ``E / ep``
+        (docs/cost-model.md#the-moe-layers-fixed-time).
+        """
+        return spec.experts / strategy.ep * self.hardware.moe_expert_overhead
 
     def _slowest_stage(
         self,

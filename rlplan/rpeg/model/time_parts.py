@@ -112,7 +112,7 @@ class TimeParts:
         times["attention"] = gemm * attention
         times["dense_ffn"] = gemm * ffn
         times["experts"] = slots * forwards * parts.experts
-        times["all_to_all"] = slots * passes * parts.all_to_all
+        times["all_to_all"] = slots * passes * (parts.all_to_all + parts.dispatch)
         times["head"] = gemm * head
         times["non_gemm"] = slots * (forwards * ratio * parts.gemm + passes * parts.non_gemm)
         times["tp_comm"] = slots * passes * parts.tp_comm

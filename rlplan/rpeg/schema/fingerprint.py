@@ -35,17 +35,33 @@ def _workload(instance: Instance) -> dict[str, Any]:
     return content
 
 
+#: Hardware fields that price only routed experts, added after dense plan files were
+#: written (:func:`_hardware`).
+MOE_ONLY_HARDWARE = ("moe_expert_overhead",)
+
+
 def _hardware(instance: Instance) -> dict[str, Any]:
     """The hardware's content: with ``hardware.pools`` every pool (name, price, hardware)
     and the link between them; a one-type section as it always was. A pool's preset
-    name is left out: its figures are in the hardware, the name only labels reports."""
+    name is left out: its figures are in the hardware, the name only labels reports.
+    Without a mixture-of-experts model the MoE-only knobs are left out: they change no
+    plan's evaluation there, so a dense instance keeps the fingerprint it had before
+    them."""
+    moe = any(spec.is_moe for spec in instance.models.values())
+
+    def figures(fields: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in fields.items() if moe or k not in MOE_ONLY_HARDWARE}
+
+    def pool_content(pool: Any) -> dict[str, Any]:
+        fields = {k: v for k, v in dataclasses.asdict(pool).items() if k != "preset"}
+        if isinstance(fields.get("hardware"), dict):
+            fields["hardware"] = figures(fields["hardware"])
+        return figures(fields)
+
     if not instance.hardware_pools:
-        return dataclasses.asdict(instance.hardware)
+        return figures(dataclasses.asdict(instance.hardware))
     return {
-        "pools": [
-            {key: value for key, value in dataclasses.asdict(pool).items() if key != "preset"}
-            for pool in instance.hardware_pools
-        ],
+        "pools": [pool_content(pool) for pool in instance.hardware_pools],
         "inter_pool": (
             None if instance.inter_pool is None else dataclasses.asdict(instance.inter_pool)
         ),

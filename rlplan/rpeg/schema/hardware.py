@@ -90,6 +90,20 @@ DEFAULT_EAGER_LAYER_OVERHEAD = 3.4e-4
 #: NVIDIA/TensorRT-LLM docs/source/blogs/tech_blog/
 #: blog4_Scaling_Expert_Parallelism_in_TensorRT-LLM.md at 1d263f15, Table 1).
 DEFAULT_MOE_IMBALANCE = 1.18
+#: Fixed seconds per expert a GPU holds (E / ep), mixture-of-experts layer and pass
+#: of a train or infer microbatch: Megatron's token dispatcher and expert layer
+#: (routing, permutation, the per-expert work and the host-device synchronisation on
+#: the token counts), which a microbatch of a few thousand tokens does not hide.
+#: **Fitted** (docs/cost-model.md#the-moe-layers-fixed-time,
+#: ``python -m rlplan.compare.calibration``) to the one MoE run that publishes phase
+#: times: NeMo RL's Qwen3-30B-A3B GRPO recipe on 4 x 8 B200, policy training 56.85 s
+#: and log-probs 15.04 s (NVIDIA-NeMo/RL branch sna/pr2964-hybridep17cf-20step-20260807
+#: at 9c5e7ce8, experiment_logs/pr2964-20step-20260807/report/index.html, all-to-all
+#: job 507045), which the model without it puts at 10.78 s and 2.80 s. Per MoE layer
+#: and pass the two phases leave 7.50 ms and 7.97 ms, 16 experts a GPU (ep 8 of 128):
+#: a fixed time, since the log-prob microbatch holds twice the train microbatch's
+#: tokens. The fit gives 4.83e-4.
+DEFAULT_MOE_EXPERT_OVERHEAD = 4.8e-4
 #: Device memory no plan may use, whatever the hardware came from (a preset or
 #: explicit fields): a fixed part per GPU and a fraction of its memory
 #: (usable = memory_per_gpu x (1 - memory_reserve) - memory_reserve_bytes,
@@ -231,6 +245,12 @@ HARDWARE_OPTIONAL = (
         DEFAULT_MOE_IMBALANCE,
         "Routed tokens of the busiest GPU of an expert-parallel group per mean",
     ),
+    _knob(
+        "moe_expert_overhead",
+        NONNEGATIVE_FLOAT,
+        DEFAULT_MOE_EXPERT_OVERHEAD,
+        "Fixed time per MoE layer, pass and microbatch of a train or infer run",
+    ),
 )
 _DIRECTION_WORDS = {
     "host_to_device": "Host-to-GPU",
@@ -316,6 +336,7 @@ class Hardware:
     non_gemm_ratio: float = DEFAULT_NON_GEMM_RATIO
     eager_layer_overhead: float = DEFAULT_EAGER_LAYER_OVERHEAD
     moe_imbalance: float = DEFAULT_MOE_IMBALANCE
+    moe_expert_overhead: float = DEFAULT_MOE_EXPERT_OVERHEAD
     #: Written override of every host rate; None when not written. The rates and
     #: the host memory are None only until ``__post_init__`` fills them.
     host_bandwidth: float | None = None
