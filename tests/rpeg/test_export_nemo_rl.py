@@ -329,7 +329,7 @@ def test_a_rule_reward_is_an_environment_not_a_reward_model(exports):
     """The published runs' math verification: data.default.env_name math on env.math's
     workers, no reward model key, and a line saying where another reward goes."""
     published = [(n, p, plan) for n, p, plan in exports if n.endswith(".plan.json")]
-    assert len(published) == 10  # 6 dense (GB200 included), 4 mixtures of experts
+    assert len(published) == 11  # 6 dense (GB200 included), 5 mixtures of experts
     for name, problem, plan in published:
         keys = _keys(problem, plan)
         assert keys["data.default.env_name"] == "math", name

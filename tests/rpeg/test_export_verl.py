@@ -51,7 +51,7 @@ from tests.rpeg.verl_startup import (
 @pytest.fixture(scope="module")
 def plans() -> list[tuple[Problem, object]]:
     found = all_plans()
-    assert len(found) == 16  # 12 dense plans, 4 published mixtures of experts
+    assert len(found) == 17  # 12 dense plans, 5 published mixtures of experts
     return found
 
 

@@ -27,6 +27,7 @@ from rlplan.rpeg.strategy import Recompute
 
 if TYPE_CHECKING:
     from rlplan.rpeg.model.cost import Strategy
+    from rlplan.rpeg.schema.models import ModelSpec
 
 
 class StageParts(NamedTuple):
@@ -121,7 +122,7 @@ class StageTerms:
             gemm, experts, non_gemm, tp_comm, all_to_all, cp_comm, pp_comm, moe_layers, dispatch
         )
 
-    def dispatch_time(self, spec, strategy: Strategy) -> float:
+    def dispatch_time(self, spec: ModelSpec, strategy: Strategy) -> float:
         """Fixed seconds of one MoE layer's pass on a train or infer GPU.
 
         ``hardware.moe_expert_overhead`` per expert the GPU holds, ``E / ep``
