@@ -100,23 +100,25 @@ def load_runs(folder: Path = PUBLISHED) -> list[Run]:
     so that its check (:mod:`rlplan.compare.realism`) stays a check of the model
     on a run it was not fitted to.
     """
-    runs = []
-    for instance_path, plan_path in published_runs(folder):
-        instance = load_instance(instance_path)
-        if instance.name in HELD_OUT:
-            continue
-        if not any(spec.is_moe for spec in instance.models.values()):
-            runs.append(Run(instance_path, plan_path, instance))
-    return runs
+    return _runs(folder, lambda instance: not instance.has_moe and instance.name not in HELD_OUT)
 
 
 def load_moe_runs(folder: Path = PUBLISHED) -> list[Run]:
     """The published runs of a mixture of experts that publish phase times."""
+    return _runs(
+        folder,
+        lambda instance: (
+            instance.has_moe and instance.reference is not None and bool(instance.reference.phases)
+        ),
+    )
+
+
+def _runs(folder: Path, keep: Callable[[Instance], bool]) -> list[Run]:
+    """The published runs of ``folder`` whose instance ``keep`` accepts."""
     runs = []
     for instance_path, plan_path in published_runs(folder):
         instance = load_instance(instance_path)
-        moe = any(spec.is_moe for spec in instance.models.values())
-        if moe and instance.reference is not None and instance.reference.phases:
+        if keep(instance):
             runs.append(Run(instance_path, plan_path, instance))
     return runs
 

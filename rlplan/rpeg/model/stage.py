@@ -46,8 +46,8 @@ class StageParts(NamedTuple):
         The tp all-reduces, the MoE dispatch and combine, the cp ring
         exchange of K and V, and the pipeline p2p.
     dispatch
-        The MoE layers' fixed time per pass, ``moe_layers *
-        hardware.moe_expert_overhead``.
+        The MoE layers' fixed time per pass, ``moe_layers *``
+        :meth:`StageTerms.dispatch_time` (0 for a rollout).
     moe_layers
         MoE layers of this stage (0 for a dense model).
     """

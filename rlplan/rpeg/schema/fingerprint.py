@@ -47,19 +47,19 @@ def _hardware(instance: Instance) -> dict[str, Any]:
     Without a mixture-of-experts model the MoE-only knobs are left out: they change no
     plan's evaluation there, so a dense instance keeps the fingerprint it had before
     them."""
-    moe = any(spec.is_moe for spec in instance.models.values())
+    moe = instance.has_moe
 
-    def figures(fields: dict[str, Any]) -> dict[str, Any]:
+    def figures(hardware: Any) -> dict[str, Any]:
+        fields = dataclasses.asdict(hardware)
         return {k: v for k, v in fields.items() if moe or k not in MOE_ONLY_HARDWARE}
 
     def pool_content(pool: Any) -> dict[str, Any]:
         fields = {k: v for k, v in dataclasses.asdict(pool).items() if k != "preset"}
-        if isinstance(fields.get("hardware"), dict):
-            fields["hardware"] = figures(fields["hardware"])
-        return figures(fields)
+        fields["hardware"] = figures(pool.hardware)
+        return fields
 
     if not instance.hardware_pools:
-        return figures(dataclasses.asdict(instance.hardware))
+        return figures(instance.hardware)
     return {
         "pools": [pool_content(pool) for pool in instance.hardware_pools],
         "inter_pool": (

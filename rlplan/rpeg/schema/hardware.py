@@ -249,7 +249,7 @@ HARDWARE_OPTIONAL = (
         "moe_expert_overhead",
         NONNEGATIVE_FLOAT,
         DEFAULT_MOE_EXPERT_OVERHEAD,
-        "Fixed time per MoE layer, pass and microbatch of a train or infer run",
+        "Fixed time per expert a GPU holds, MoE layer and pass of a train or infer microbatch",
     ),
 )
 _DIRECTION_WORDS = {

@@ -422,6 +422,11 @@ class Instance:
         return self.optimizer.objective == "steady_state"
 
     @property
+    def has_moe(self) -> bool:
+        """Whether some model is a mixture of experts."""
+        return any(spec.is_moe for spec in self.models.values())
+
+    @property
     def reward_rule_seconds(self) -> float | None:
         """Seconds of the rule reward's stage per step, ``ceil(B*K / w) * t`` (None: no rule)."""
         if self.reward_rule is None:

@@ -88,7 +88,7 @@ LIMITS: dict[str, Range] = {
     # The busiest GPU of an expert-parallel group: at least the mean; published
     # measurements span 1.11 to 2.56 (rlplan/rpeg/schema/hardware.py).
     "hardware.moe_imbalance": Range(1, 100, "times the mean routed tokens"),
-    "hardware.moe_expert_overhead": Range(0, 1, "seconds per MoE layer and pass"),
+    "hardware.moe_expert_overhead": Range(0, 1, "seconds per expert held, MoE layer and pass"),
     # GPU pools (hardware.pools): a price per GPU-hour up to 10,000 (cloud
     # list prices of one GPU are a few units of any currency), and the link
     # between pools ranged as the cluster's own links.

@@ -76,5 +76,5 @@ def expert_layouts_vary(directory: CandidateDirectory) -> bool:
     placement = directory.instance.placement
     if len(placement.cp) > 1:
         return True
-    moe = any(spec.is_moe for spec in directory.instance.models.values())
+    moe = directory.instance.has_moe
     return moe and (len(placement.ep) > 1 or len(placement.etp) > 1)
