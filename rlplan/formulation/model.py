@@ -27,6 +27,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from rlplan.rpeg.evaluation.choice_bound import ChoiceBound
 from rlplan.rpeg.evaluation.problem import Problem
 from rlplan.rpeg.model.blocks import Block
 from rlplan.rpeg.model.candidates import Candidate, CandidateDirectory
@@ -590,8 +591,14 @@ class Formulation:
         return self.rounding_tolerance() + 1e-6 * max(1.0, abs(objective))
 
 
-def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
-    """Build the formulation of ``problem`` given a heuristic makespan ``upper_bound`` (s)."""
+def build_formulation(problem: Problem, upper_bound: float, prune: bool = True) -> Formulation:
+    """Build the formulation of ``problem`` given a heuristic makespan ``upper_bound`` (s).
+
+    With ``prune``, the assignments no plan of makespan at most
+    ``upper_bound`` can use are left out
+    (docs/formulation.md#assignments-no-better-plan-can-use); without, every
+    plan of the space is one of the model's.
+    """
     directory = problem.directory
     instance = problem.instance
     steady = instance.steady_state
@@ -609,6 +616,11 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
     engines = tuple(
         v for v, vertex in enumerate(directory.template.vertices) if vertex.kind is Kind.GENERATE
     )
+    # Assignments no plan below the upper bound can use are left out
+    # (docs/formulation.md#assignments-no-better-plan-can-use); the steady state keeps all.
+    bound = ChoiceBound(directory, problem.simulator.switch) if prune and not steady else None
+    limit = upper_bound * (1 + REL_ROUNDING)
+    every = 0
     for vertex, per_shape in enumerate(directory.options):
         items = []
         for shape, candidates in per_shape.items():
@@ -617,6 +629,9 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
             if vertex == root and pool_of(shape) in mirrored:
                 geometry = directory.cluster.pools[pool_of(shape)]
                 blocks = tuple(block for block in blocks if geometry.is_canonical(block))
+            every += len(candidates) * len(blocks)
+            if bound is not None:
+                candidates = bound.usable(vertex, shape, candidates, limit)
             units = [_duration_units(problem, vertex in engines, c, unit) for c in candidates]
             for block, (candidate, (duration, switch)) in itertools.product(
                 blocks, zip(candidates, units, strict=True)
@@ -680,6 +695,7 @@ def build_formulation(problem: Problem, upper_bound: float) -> Formulation:
     )
     formulation.stats = {
         "assignments": sum(len(items) for items in assignments),
+        "assignments_before_bound": every,
         "time_unit_s": unit,
         "symmetry_breaking": root is not None,
     }

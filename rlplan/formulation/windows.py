@@ -37,7 +37,7 @@ class WindowRow:
 #: At most this many terms over all busy-window rows, taken in order: the windows
 #: from the start, to the makespan, then between two runs, each while it fits
 #: (docs/formulation.md#busy-windows).
-WINDOW_TERM_BUDGET = 200_000
+WINDOW_TERM_BUDGET = 40_000
 
 
 def window_rows(f: Formulation) -> list[WindowRow]:

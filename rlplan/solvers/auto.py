@@ -30,16 +30,33 @@ from rlplan.solvers.templates import solve_templates, with_staleness_switch
 from rlplan.solvers.value import plan_steps
 
 #: The first local search: at most this share of the time limit, and it ends
-#: once it has converged past :data:`LOCAL_EVALUATIONS` evaluations (about a
-#: second up to 32 GPUs): CP-SAT needs a good start, not the search's last
-#: 0.1 %, and the refinement after CP-SAT gets the time CP-SAT leaves. On the
-#: dense frontier (benchmarks/portfoliobench.py) 20,000 rather than 100,000
-#: takes the proofs from 9.7 / 38.6 / 52.6 s to 5.1-5.6 / 29.8-36.8 / 50.1 s at 8 / 16
-#: / 32 GPUs; 10,000 left a worse start at 16 GPUs (89.4 s).
+#: once it has converged past :func:`local_evaluations` evaluations: CP-SAT
+#: needs a good start, not the search's last 0.1 %, and the refinement after
+#: CP-SAT gets the time CP-SAT leaves.
 LOCAL_SHARE = 0.15
+#: Evaluations of each of ``auto``'s local searches from
+#: :data:`LOCAL_LARGE_GPUS` GPUs on, and below. On the dense frontier
+#: (benchmarks/portfoliobench.py, docs/solvers.md#the-exact-portfolio) 5,000
+#: takes 8 GPUs from 4.0-4.6 s to 2.8 s, where CP-SAT proves in about a
+#: second from the start, and 64 GPUs from 43-46 s to 66 s, where CP-SAT's
+#: own search for better plans is slow; 100,000 took every point longer.
 LOCAL_EVALUATIONS = 20_000
+LOCAL_EVALUATIONS_SMALL = 5_000
+#: The smallest cluster (GPUs) whose local searches get :data:`LOCAL_EVALUATIONS`.
+LOCAL_LARGE_GPUS = 32
 #: Share of the time limit kept for refining after CP-SAT; CP-SAT gets the rest.
 REFINE_SHARE = 0.15
+
+
+def local_evaluations(problem: Problem) -> int:
+    """Evaluations of ``auto``'s local searches on ``problem`` (at most its ``e_max``).
+
+    :data:`LOCAL_EVALUATIONS_SMALL` below :data:`LOCAL_LARGE_GPUS` GPUs (every
+    pool's counted), :data:`LOCAL_EVALUATIONS` from there.
+    """
+    instance = problem.instance
+    large = instance.num_gpus >= LOCAL_LARGE_GPUS
+    return min(instance.optimizer.e_max, LOCAL_EVALUATIONS if large else LOCAL_EVALUATIONS_SMALL)
 
 
 @dataclasses.dataclass
@@ -116,7 +133,7 @@ def solve(problem: Problem, options: SolveOptions) -> Result:
         start,
         options,
         local_limit,
-        min(problem.instance.optimizer.e_max, LOCAL_EVALUATIONS),
+        local_evaluations(problem),
     )
     templates = local_stats.pop("templates", None)
     stats["local"] = local_stats
@@ -255,7 +272,7 @@ def _unpenalised_local(
     moves one at a time cost the penalty before staleness can pay; without
     it, the search finds the off-policy plans that may still win after the
     penalty. At most :data:`LOCAL_SHARE` of the limit and
-    :data:`LOCAL_EVALUATIONS` evaluations; its plan is judged by its score
+    :func:`local_evaluations` evaluations; its plan is judged by its score
     under the penalty.
     """
     limit = min(LOCAL_SHARE * options.time_limit, _remaining(options, started))
@@ -268,7 +285,7 @@ def _below_cutoff(problem: Problem, start: Plan, options: SolveOptions) -> Plan:
     A start above the cutoff is no plan of the cut model (the full
     space of the staleness switch, hinted with an on-policy plan, or the
     fused template): a short local search on ``problem`` itself (at most
-    :data:`LOCAL_SHARE` of the solve's limit and :data:`LOCAL_EVALUATIONS`
+    :data:`LOCAL_SHARE` of the solve's limit and :func:`local_evaluations`
     evaluations) looks for one below it, which CP-SAT then starts from.
     """
     if options.cutoff is None or problem.simulator.evaluate(start).score <= options.cutoff:
@@ -277,12 +294,12 @@ def _below_cutoff(problem: Problem, start: Plan, options: SolveOptions) -> Plan:
 
 
 def _quiet_search(space: Problem, start: Plan, options: SolveOptions, time_limit: float) -> Plan:
-    """A short local search on ``space`` (at most :data:`LOCAL_EVALUATIONS` evaluations).
+    """A short local search on ``space`` (at most :func:`local_evaluations` evaluations).
 
     Its progress is not shown: its scores are ``space``'s, not the solve's.
     """
     quiet = dataclasses.replace(options, progress=SilentProgress())
-    evaluations = min(space.instance.optimizer.e_max, LOCAL_EVALUATIONS)
+    evaluations = local_evaluations(space)
     plan, _ = improve(space, start, quiet, time_limit, evaluations)
     return plan
 

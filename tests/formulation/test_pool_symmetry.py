@@ -86,7 +86,7 @@ def test_each_xor_symmetric_pool_breaks_symmetry_alone():
     assert cluster.symmetric_pools == (0, 2)
     assert symmetry_pools(problem.directory) == (0, 2)
     assert symmetry_root(problem.directory) == 0
-    formulation = build_formulation(problem, 1.0)
+    formulation = build_formulation(problem, 1.0, prune=False)
     assert formulation.stats["symmetry_pools"] == ["fast", "wide"]
     roots = {a.block for a in formulation.assignments[0]}
     directory = problem.directory
@@ -109,7 +109,7 @@ def test_a_pinned_position_keeps_its_pool_out():
     }
     problem = Problem.from_instance(parse_instance(data, name="pinned"))
     assert symmetry_pools(problem.directory) == (0,)
-    formulation = build_formulation(problem, 1.0)
+    formulation = build_formulation(problem, 1.0, prune=False)
     assert {a.block.start for a in formulation.assignments[0]} == {0, 2, 4}
 
 
@@ -118,7 +118,7 @@ def test_a_pinned_position_keeps_its_pool_out():
 def test_canonical_plans_simulate_identically_on_three_pools(seed):
     """Any plan is mirrored inside its root's pool into the restricted model, same figures."""
     problem = odd_problem()
-    formulation = build_formulation(problem, 1.0)
+    formulation = build_formulation(problem, 1.0, prune=False)
     allowed = {a.block for a in formulation.assignments[0]}
     plan = random_plan(problem.directory, random.Random(seed))
     canonical = formulation.canonical(plan)
@@ -164,7 +164,7 @@ def test_the_restricted_root_keeps_an_optimal_plan():
     optimum (a mask across the pool boundary would leave only fast, 0.0665 s or more)."""
     problem = wide_problem()
     directory = problem.directory
-    formulation = build_formulation(problem, 1.0)
+    formulation = build_formulation(problem, 1.0, prune=False)
     staleness = default_staleness(directory)
     best = min(
         problem.simulator.evaluate(
@@ -241,6 +241,6 @@ def test_a_root_pinned_to_an_asymmetric_pool_breaks_no_symmetry():
     problem = Problem.from_instance(parse_instance(data, name="odd_root"))
     assert symmetry_pools(problem.directory) == (0, 2)
     assert symmetry_root(problem.directory) is None
-    formulation = build_formulation(problem, 1.0)
+    formulation = build_formulation(problem, 1.0, prune=False)
     assert formulation.stats["symmetry_breaking"] is False
     assert formulation.stats["symmetry_pools"] == []

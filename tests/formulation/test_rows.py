@@ -201,7 +201,7 @@ def test_host_memory_rows_agree_with_the_simulator(path: Path) -> None:
 def test_area_terms_cover_every_assignment() -> None:
     # tiny_ppo_2gpu: coefficient = k_eval x GPUs x duration of each assignment.
     problem = Problem.from_instance(load_instance(str(INSTANCES[1])))
-    f = build_formulation(problem, 100.0)
+    f = build_formulation(problem, 100.0, prune=False)
     terms = rows.area_terms(f)
     assert len(terms) == sum(len(items) for items in f.assignments)
     for vertex, index, coefficient in terms:
@@ -231,7 +231,7 @@ def test_window_rows_count_the_runs_between_two_runs() -> None:
     #   (the next generation does not wait for it);
     # * between the two trains (4, 9): actor.infer of step 1 alone.
     problem = Problem.from_instance(load_instance(str(ROOT / "instances" / "tiny_grpo_2gpu.yaml")))
-    f = build_formulation(problem, 100.0)
+    f = build_formulation(problem, 100.0, prune=False)
     by_ends = {(row.after, row.before): row for row in windows.window_rows(f)}
     assert _window_runs(f, by_ends[None, 6]) == {0: 2, 1: 1, 2: 1, 3: 1, 4: 1}
     assert _window_runs(f, by_ends[1, None]) == {1: 1, 4: 2}
@@ -268,7 +268,7 @@ def test_window_rows_fill_the_term_budget_in_order(monkeypatch: pytest.MonkeyPat
     # fit; of the 21 left, the tail of run 0 (22) does not either, those of runs 1 (8)
     # and 2 (13) do, and nothing is left for the rest.
     problem = Problem.from_instance(load_instance(str(ROOT / "instances" / "tiny_grpo_2gpu.yaml")))
-    f = build_formulation(problem, 100.0)
+    f = build_formulation(problem, 100.0, prune=False)
     monkeypatch.setenv("RLPLAN_WINDOW_TERMS", "97")
     assert [(r.after, r.before) for r in windows.window_rows(f)] == [
         (None, b) for b in range(1, 10)

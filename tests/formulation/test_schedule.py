@@ -24,7 +24,7 @@ PLANS = 20
 def test_active_lags_are_the_simulator_lags_floored(name):
     problem = load_problem(name)
     simulator = problem.simulator
-    formulation = build_formulation(problem, 100.0)
+    formulation = build_formulation(problem, 100.0, prune=False)
     rng = random.Random(3)
     for _ in range(PLANS):
         plan = formulation.canonical(random_plan(problem.directory, rng))

@@ -60,11 +60,11 @@ def test_root_is_fixed_only_without_position_pins():
     """Generation (vertex 0) starts at GPU 0 unless a block pin names an origin."""
     free = _problem()
     assert symmetry_root(free.directory) == 0
-    formulation = build_formulation(free, 1000.0)
+    formulation = build_formulation(free, 1000.0, prune=False)
     assert {a.block.start for a in formulation.assignments[0]} == {0}
     pinned = _problem(pin={"reward.infer": {"block": {"origin": [0, 1, 0], "extent": [1, 1, 2]}}})
     assert symmetry_root(pinned.directory) is None
-    formulation = build_formulation(pinned, 1000.0)
+    formulation = build_formulation(pinned, 1000.0, prune=False)
     assert {a.block.start for a in formulation.assignments[0]} != {0}
 
 
@@ -149,7 +149,7 @@ def test_the_root_keeps_blocks_no_symmetry_moves_to_gpu_zero():
     onto 0) and on nodes 0-1, 1-2, 0-2 or 0-3: nodes 1-2 reflect onto themselves."""
     problem = _runs_problem()
     assert symmetry_root(problem.directory) == 0
-    formulation = build_formulation(problem, 1.0)
+    formulation = build_formulation(problem, 1.0, prune=False)
     roots = {(a.block.origin[1], a.block.extent[1]) for a in formulation.assignments[0]}
     assert roots == {(0, 1), (1, 1), (0, 2), (1, 2), (0, 3), (0, 4)}
 
@@ -160,7 +160,7 @@ def test_canonical_plans_simulate_identically_and_satisfy_the_restriction(seed):
     """Any plan, blocks overlapping in part included, is mirrored into the restricted model
     with the same makespan and memory."""
     problem = _runs_problem()
-    formulation = build_formulation(problem, 1.0)
+    formulation = build_formulation(problem, 1.0, prune=False)
     allowed = {a.block for a in formulation.assignments[0]}
     plan = random_plan(problem.directory, random.Random(seed))
     canonical = formulation.canonical(plan)

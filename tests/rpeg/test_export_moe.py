@@ -211,7 +211,7 @@ def test_layout_rows_tie_the_expert_and_context_degrees(grpo):
     """The exact backends' rows: each actor.train assignment implies an actor.infer one on
     its block with its ep, etp and cp, among the infer candidates that differ in them."""
     framed = Problem.load(str(grpo)).with_framework("verl")
-    f = build_formulation(framed, upper_bound=1e9)
+    f = build_formulation(framed, upper_bound=1e9, prune=False)
     names = framed.directory.template.names
     lead, follow = names.index("actor.train"), names.index("actor.infer")
     rows = [

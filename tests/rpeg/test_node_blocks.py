@@ -279,7 +279,7 @@ def test_slime_rows_exclude_exactly_the_blocks_overlapping_in_part():
     from rlplan.formulation import build_formulation
     from rlplan.formulation.framework import ExclusionRow, framework_rows
 
-    formulation = build_formulation(_slime_problem(), 1.0)
+    formulation = build_formulation(_slime_problem(), 1.0, prune=False)
 
     def runs(blocks):
         return {(formulation.blocks[b].origin[1], formulation.blocks[b].extent[1]) for b in blocks}

@@ -172,7 +172,7 @@ def test_the_formulation_rows_hold_each_pools_capacity():
     from rlplan.formulation.model import build_formulation
 
     problem = _small_wide()
-    formulation = build_formulation(problem, 1.0)
+    formulation = build_formulation(problem, 1.0, prune=False)
     assert formulation.memory_capacities == (22_800_000_000, 1_900_000_000)
     assert formulation.levels == ("g", "n", "r", "x")
     by_pool = {row.unit[0] // 2: row.capacity for row in rows.memory_rows(formulation)}
@@ -195,7 +195,7 @@ def test_host_memory_is_each_nodes_pools():
     assert (overflow.node, overflow.capacity) == (1, 2e7) and overflow.excess > 0
     assert simulator.evaluate(plan_on(problem, (1, 1))).violation == crowded.host_violation_bytes
     assert simulator.simulate(plan_on(problem, (0, 0))).feasible
-    rows = list(host_memory_rows(build_formulation(problem, 1.0)))
+    rows = list(host_memory_rows(build_formulation(problem, 1.0, prune=False)))
     assert [(row.node, row.capacity) for row in rows] == [(1, 20_000_000)]
 
 

@@ -216,7 +216,7 @@ def test_gpu_units_lie_inside_or_outside_every_sliced_block():
         "actor.train": {"tp": 1, "block": {"origin": [0, 0, 1], "extent": [1, 2, 3]}},
     }
     pinned = Problem.from_instance(parse_instance(data, name="pinned"))
-    formulation = build_formulation(pinned, 1.0)
+    formulation = build_formulation(pinned, 1.0, prune=False)
     assert len(formulation.blocks) == 2
     for low, high in formulation.gpu_units:
         for block in formulation.blocks:
