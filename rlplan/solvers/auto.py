@@ -36,14 +36,15 @@ from rlplan.solvers.value import plan_steps
 LOCAL_SHARE = 0.15
 #: Evaluations of each of ``auto``'s local searches from
 #: :data:`LOCAL_LARGE_GPUS` GPUs on, and below. On the dense frontier
-#: (benchmarks/portfoliobench.py, docs/solvers.md#the-exact-portfolio) 5,000
-#: takes 8 GPUs from 4.0-4.6 s to 2.8 s, where CP-SAT proves in about a
-#: second from the start, and 64 GPUs from 43-46 s to 66 s, where CP-SAT's
-#: own search for better plans is slow; 100,000 took every point longer.
+#: (benchmarks/portfoliobench.py, docs/solvers.md#auto-the-default) 5,000
+#: rather than 20,000 takes 8 GPUs from 4.0-4.6 s to 2.3-3.2 s and 32 GPUs
+#: from 14.3-16.5 s to 11.8-14.2 s, where CP-SAT proves soon after its start,
+#: and 64 GPUs from 36-46 s to 66 s, where CP-SAT's own search for better
+#: plans is slow; 100,000 took every point longer.
 LOCAL_EVALUATIONS = 20_000
 LOCAL_EVALUATIONS_SMALL = 5_000
 #: The smallest cluster (GPUs) whose local searches get :data:`LOCAL_EVALUATIONS`.
-LOCAL_LARGE_GPUS = 32
+LOCAL_LARGE_GPUS = 64
 #: Share of the time limit kept for refining after CP-SAT; CP-SAT gets the rest.
 REFINE_SHARE = 0.15
 
