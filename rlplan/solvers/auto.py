@@ -38,7 +38,7 @@ LOCAL_SHARE = 0.15
 #: :data:`LOCAL_LARGE_GPUS` GPUs on, and below. On the dense frontier
 #: (benchmarks/portfoliobench.py, docs/solvers.md#auto-the-default) 5,000
 #: rather than 20,000 takes 8 GPUs from 4.0-4.6 s to 2.3-3.2 s and 32 GPUs
-#: from 14.3-16.5 s to 11.8-14.2 s, where CP-SAT proves soon after its start,
+#: from 14.3-16.5 s to 11.2-14.2 s, where CP-SAT proves soon after its start,
 #: and 64 GPUs from 36-46 s to 66 s, where CP-SAT's own search for better
 #: plans is slow; 100,000 took every point longer.
 LOCAL_EVALUATIONS = 20_000

@@ -158,9 +158,9 @@ def test_exact_backends_with_the_penalty_pick_the_on_policy_plan(solve):
 
 #: Without the penalty the off-policy optimum needs staleness 1 and the step order at once
 #: (staleness 1 alone, in the default run order, gives 14.0230 s, slower than on-policy).
-#: change_staleness proposes both (docs/solvers.md#local): with the default budget
+#: The polish tries both (docs/solvers.md#local): with the default budget
 #: (optimizer.e_max = 20000 evaluations) every seed of 0-7 reaches the optimum, where
-#: without that proposal seeds 0 and 2-6 stopped at the on-policy plan, 13.3170 s.
+#: without the second plan seeds 0 and 2-6 stopped at the on-policy plan, 13.3170 s.
 @pytest.mark.parametrize(
     "lambda_stale, staleness, makespan, knobs, seed",
     [

@@ -42,6 +42,7 @@ from rlplan.rpeg.evaluation.simulator import Simulator
 from rlplan.rpeg.model.frameworks.conform import conform, framework_problems
 from rlplan.rpeg.model.plan import Plan
 from rlplan.rpeg.search.block_descent import descend_on_blocks
+from rlplan.rpeg.search.compound_moves import staleness_in_order
 from rlplan.rpeg.search.moves import DEFAULT_MOVES, PAIR, PARAMETER, SINGLE, Move, MoveContext
 from rlplan.rpeg.search.state import SearchState
 from rlplan.rpeg.search.stopping import StoppingCriterion
@@ -331,11 +332,25 @@ class SimulatedAnnealing:
                 if model not in best.plan.staleness_map:
                     continue  # the other template's model
                 for value in choices:
-                    state = self._state(best.plan.with_staleness(model, value))
-                    self.statistics.polish_evaluations += 1
-                    if state.feasible and state.objective < best.objective * (
-                        1 - self.knobs.score_eps
-                    ):
-                        best, improved = state, True
-                        self._record(best, stop)
+                    for plan in self._staleness_plans(best, model, value):
+                        state = self._state(plan)
+                        self.statistics.polish_evaluations += 1
+                        if state.feasible and state.objective < best.objective * (
+                            1 - self.knobs.score_eps
+                        ):
+                            best, improved = state, True
+                            self._record(best, stop)
+                            break
         return best
+
+    def _staleness_plans(self, best: SearchState, model: str, value: int) -> list[Plan]:
+        """``best``'s plan at ``value`` in the list order and, higher, in its own order.
+
+        Under the steady-state objective orders are cyclic: the list order only.
+        """
+        plans = [best.plan.with_staleness(model, value)]
+        if self.knobs.objective != "steady_state":
+            kept = staleness_in_order(best, model, value)
+            if kept is not None:
+                plans.append(kept)
+        return plans

@@ -126,3 +126,22 @@ def set_group_setting(state: SearchState, context, rng: random.Random) -> list[P
         if changed:
             proposed.append(Plan(tuple(placements), plan.staleness, None))
     return proposed
+
+
+def staleness_in_order(state: SearchState, model: str, value: int) -> Plan | None:
+    """``state``'s plan with ``model`` at a higher staleness ``value``, its run order kept.
+
+    :meth:`Plan.with_staleness` drops the order, so the simulator then uses its
+    list order. A higher staleness only drops waits, so the order the simulator
+    used for the current plan (``state.evaluation.order``) stays topological.
+    An off-policy optimum is often the on-policy plan's own order with the
+    refit no longer waited for, where the list order starts the next rollout
+    early and is slower; the polish tries both (docs/solvers.md#local).
+    None: the staleness does not rise, or the plan has no simulated order.
+    """
+    plan, placed = state.plan, state.evaluation.order
+    if not placed or value <= plan.staleness_map[model]:
+        return None
+    count = len(plan.placements)
+    order = tuple((run % count, run // count) for run in placed)
+    return plan.with_staleness(model, value).with_order(order)

@@ -255,17 +255,7 @@ def separate(state: SearchState, context: MoveContext, rng: random.Random) -> li
 
 
 def change_staleness(state: SearchState, context: MoveContext, rng: random.Random) -> list[Plan]:
-    """Another staleness for one trained model; a higher one also with the run order kept.
-
-    The plan at the new staleness runs in the simulator's list order. A
-    higher staleness only drops waits, so the order the simulator used for
-    the current plan (``state.evaluation.order``) stays topological; that
-    plan is the second proposal, a compound move: an off-policy optimum is
-    often the on-policy plan's own order with the refit no longer waited for,
-    where the list order starts the next rollout early and is slower
-    (docs/solvers.md#local). Under the steady-state objective orders are
-    cyclic and the search keeps the list order.
-    """
+    """Another staleness for one trained model."""
     plan = state.plan
     choices = context.knobs.staleness_candidates
     models = [m for m, _ in plan.staleness if len(choices[m]) > 1]
@@ -273,13 +263,7 @@ def change_staleness(state: SearchState, context: MoveContext, rng: random.Rando
         return []
     model = rng.choice(models)
     current = plan.staleness_map[model]
-    value = rng.choice([s for s in choices[model] if s != current])
-    changed = plan.with_staleness(model, value)
-    placed = state.evaluation.order
-    if value < current or not placed or context.knobs.objective == "steady_state":
-        return [changed]
-    count = len(plan.placements)
-    return [changed, changed.with_order(tuple((run % count, run // count) for run in placed))]
+    return [plan.with_staleness(model, rng.choice([s for s in choices[model] if s != current]))]
 
 
 def swap_order(state: SearchState, context: MoveContext, rng: random.Random) -> list[Plan]:
