@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rlplan.rpeg.evaluation.area_bound import path_bound, window_bound
+from rlplan.rpeg.evaluation.area_bound import path_bound, vertex_choices, window_bound
 from rlplan.rpeg.model.candidates import Candidate, CandidateDirectory
 from rlplan.rpeg.model.shapes import pool_of
 from rlplan.rpeg.templates import Kind
@@ -51,12 +51,10 @@ class ChoiceBound:
         }
         self.path = path_bound(template, k_eval, staleness)
         self.window = window_bound(template, k_eval, staleness)
-        self.fastest, self.least_area = [], []
-        for per_shape in directory.options:
-            # Kept fastest first: a shape's least GPU-seconds are its first candidate's.
-            firsts = [(shape, cs[0]) for shape, cs in per_shape.items() if cs]
-            self.fastest.append(min((c.time for _, c in firsts), default=float("inf")))
-            self.least_area.append(min((gpus(shape) * c.time for shape, c in firsts), default=0.0))
+        # Each vertex's (time, GPU-seconds) front per shape: its least of each lies on it.
+        choices = vertex_choices(directory)
+        self.fastest = [min((c.time for c in cs), default=float("inf")) for cs in choices]
+        self.least_area = [min((c.area for c in cs), default=0.0) for cs in choices]
         self.pool_gpus = [pool.hardware.num_gpus for pool in instance.pools]
         self.switch = switch if self.count > 1 else None
         self.engines = {

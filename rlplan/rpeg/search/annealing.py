@@ -303,14 +303,9 @@ class SimulatedAnnealing:
             if self.switch_templates:
                 source = self.directory.variant(best.plan.fused)
                 converted = convert_plan(best.plan, source, source.variant(not best.plan.fused))
-                if converted is not None:
-                    state = self._state(converted)
-                    self.statistics.polish_evaluations += 1
-                    if state.feasible and state.objective < best.objective * (
-                        1 - self.knobs.score_eps
-                    ):
-                        best, improved = state, True
-                        self._record(best, stop)
+                better = None if converted is None else self._polish_step(converted, best, stop)
+                if better is not None:
+                    best, improved = better, True
             directory = self.directory.variant(best.plan.fused)
             for vertex in range(len(best.plan.placements)):
                 for shape, candidates in directory.options[vertex].items():
@@ -321,27 +316,30 @@ class SimulatedAnnealing:
                             plan = best.plan.with_placement(
                                 vertex, type(best.plan.placements[0])(block, candidate.strategy)
                             )
-                            state = self._state(plan)
-                            self.statistics.polish_evaluations += 1
-                            if state.feasible and state.objective < best.objective * (
-                                1 - self.knobs.score_eps
-                            ):
-                                best, improved = state, True
-                                self._record(best, stop)
+                            better = self._polish_step(plan, best, stop)
+                            if better is not None:
+                                best, improved = better, True
             for model, choices in self.knobs.staleness_candidates.items():
                 if model not in best.plan.staleness_map:
                     continue  # the other template's model
                 for value in choices:
                     for plan in self._staleness_plans(best, model, value):
-                        state = self._state(plan)
-                        self.statistics.polish_evaluations += 1
-                        if state.feasible and state.objective < best.objective * (
-                            1 - self.knobs.score_eps
-                        ):
-                            best, improved = state, True
-                            self._record(best, stop)
+                        better = self._polish_step(plan, best, stop)
+                        if better is not None:
+                            best, improved = better, True
                             break
         return best
+
+    def _polish_step(
+        self, plan: Plan, best: SearchState, stop: StoppingCriterion
+    ) -> SearchState | None:
+        """``plan``'s state if it fits and beats ``best`` by ``score_eps`` (recorded), else None."""
+        state = self._state(plan)
+        self.statistics.polish_evaluations += 1
+        if not state.feasible or state.objective >= best.objective * (1 - self.knobs.score_eps):
+            return None
+        self._record(state, stop)
+        return state
 
     def _staleness_plans(self, best: SearchState, model: str, value: int) -> list[Plan]:
         """``best``'s plan at ``value`` in the list order and, higher, in its own order.
